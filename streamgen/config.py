@@ -1,0 +1,352 @@
+"""Structured configuration: omegaconf dataclass schemas, YAML + ``key=value`` overrides, validation.
+
+Every entry point does the same three things (STYLE habit 3):
+
+1. ``load(Schema, yaml_path, overrides)`` merges schema defaults → YAML → CLI overrides in struct
+   mode (an unknown key is an error) and converts once to a frozen dataclass;
+2. ``validate_*`` collects every problem it can find;
+3. ``raise_if_problems`` raises one :class:`ConfigError` listing them all, each naming the fix.
+
+Files live under ``configs/``: ``grid/``, ``models/``, ``benchmarks/``, ``cluster/`` (YAML only).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
+
+FAMILIES = ("autoregressive", "refusion", "bidirectional")
+MODEL_SOURCES = ("hub", "local", "gguf", "smollm2", "tiny")
+TINY_ARCHS = ("llama", "qwen3", "gemma3", "llada", "dream")
+ACCEPTANCE_RULES = ("greedy", "threshold")
+DTYPES = ("float32", "bfloat16", "float16")
+EXECUTORS = ("local", "debug", "slurm")
+
+
+class ConfigError(ValueError):
+    """A user or configuration error; the message lists every problem and how to fix it."""
+
+    def __init__(self, problems: Sequence[str], title: str = "invalid configuration") -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{title} ({len(self.problems)} problem{'s' * (len(self.problems) != 1)}):\n{lines}")
+
+
+def configs_dir() -> Path:
+    """``configs/`` of this checkout, or ``$STREAMGEN_CONFIGS``."""
+    return Path(os.environ.get("STREAMGEN_CONFIGS", REPO_ROOT / "configs"))
+
+
+def default_data_dir() -> Path:
+    """``$STREAMGEN_DATA_DIR``, else ``../shared/data`` beside the checkout (offline benchmark data)."""
+    return Path(os.environ.get("STREAMGEN_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
+
+
+# --------------------------------------------------------------------------------------------
+# Schemas
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One model: where its weights come from and how it decodes (``configs/models/<name>.yaml``)."""
+
+    name: str = ""
+    family: str = "autoregressive"
+    source: str = "hub"  # hub id, local folder, GGUF file, the packaged SmolLM2, or a tiny random model
+    path: str = ""  # hub id / folder / .gguf path; empty for smollm2 and tiny
+    revision: str | None = None
+    gguf_file: str | None = None
+    tiny_arch: str | None = None  # source=tiny: llama | qwen3 | gemma3 | llada | dream
+    dtype: str = "float32"
+    seed: int = 0  # weight seed for tiny models
+    trust_remote_code: bool = False  # explicit opt-in only; default models never run hub code
+    max_context: int | None = None  # tokens; None = the model config's max_position_embeddings
+    system_prompt: str | None = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    decoding: dict[str, Any] = field(default_factory=dict)  # family-specific decode settings
+    variant: str | None = None  # adaptation variant label carried into result rows
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    """One benchmark as data (``configs/benchmarks/<name>.yaml``); code lives in its module."""
+
+    name: str = ""
+    version: str = ""
+    module: str = ""  # streamgen.benchmarks.<module>
+    source: str = "local"  # local | hub
+    data_file: str = ""  # relative to the data directory (source=local)
+    hub_id: str | None = None
+    hub_config: str | None = None
+    hub_split: str | None = None
+    prompt_template: str = "{request}"
+    answer_extraction: str = "code"  # code | text
+    metric: str = "pass@1"  # pass@1 | f1
+    timeout_s: float = 10.0
+    max_new_tokens: int = 512
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    address: str | None = None  # None: start a local Ray on loopback
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    object_store_mb: int = 256
+
+
+@dataclass(frozen=True)
+class GridConfig:
+    """A grid of (model × benchmark × acceptance/τ × example) cells (``configs/grid/<name>.yaml``)."""
+
+    name: str = "local"
+    models: list[str] = field(default_factory=lambda: ["smollm2"])
+    benchmarks: list[str] = field(default_factory=list)
+    acceptance: list[str] = field(default_factory=lambda: ["greedy"])
+    taus: list[float] = field(default_factory=list)  # one threshold cell per τ when 'threshold' is listed
+    verifier_modes: list[str] = field(default_factory=lambda: ["visible"])  # bidirectional ablation
+    limit: int | None = 3  # examples per benchmark (None: all)
+    shard_size: int = 4  # examples per shard
+    max_new_tokens: int | None = None  # None: the benchmark's own
+    results_dir: str = "results/local"
+    data_dir: str = ""  # empty: $STREAMGEN_DATA_DIR or ../shared/data
+    workers: int = 1  # model actors
+    score_workers: int = 1
+    seed: int = 0
+    max_error_fraction: float = 0.1
+    shard_timeout_s: float = 1800.0
+    cluster: str = "local"  # local | debug | slurm (configs/cluster/<name>.yaml)
+    ray: RayConfig = field(default_factory=RayConfig)
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Where the grid's driver runs (``configs/cluster/<name>.yaml``)."""
+
+    name: str = "local"
+    executor: str = "local"  # local | debug | slurm
+    partition: str | None = None
+    nodes: int = 1
+    gpus_per_node: int = 0
+    gpu_type: str | None = None  # Slurm constraint, e.g. a100 or a6000
+    cpus_per_task: int = 2
+    mem_gb: int = 16
+    timeout_min: int = 60
+    account: str | None = None
+    qos: str | None = None
+    max_requeues: int = 3
+    log_dir: str = "results/slurm_logs"
+    setup: list[str] = field(default_factory=list)  # shell lines run before the job (module load ...)
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+def _open_dict_fields(node: DictConfig, schema: type) -> None:
+    """Free-form ``dict`` fields accept any key; everything else stays in struct mode."""
+    hints = typing.get_type_hints(schema)
+    for f in fields(schema):
+        hint = hints[f.name]
+        if typing.get_origin(hint) is dict:
+            OmegaConf.set_struct(node[f.name], False)
+        elif isinstance(hint, type) and is_dataclass(hint):
+            _open_dict_fields(node[f.name], hint)
+
+
+def parse_overrides(overrides: Sequence[str]) -> DictConfig:
+    """``key=value`` strings → a config; a malformed one raises :class:`ConfigError` naming it."""
+    bad = [o for o in overrides if "=" not in o or o.startswith("=")]
+    if bad:
+        raise ConfigError(
+            [f"malformed override {o!r}: write key=value (e.g. limit=5 or taus=[0.5,0.9])" for o in bad],
+            title="bad command-line overrides",
+        )
+    try:
+        return OmegaConf.from_dotlist(list(overrides))
+    except OmegaConfBaseException as exc:
+        raise ConfigError([f"cannot parse overrides {list(overrides)}: {exc}"], "bad command-line overrides") from exc
+
+
+def load(schema: type[T], *sources: str | os.PathLike[str] | dict[str, Any] | DictConfig,
+         overrides: Sequence[str] = ()) -> T:
+    """Merge ``schema`` defaults, then each source (YAML path, dict or DictConfig), then overrides.
+
+    Unknown keys and values of the wrong type raise :class:`ConfigError` naming the key.
+    """
+    base = OmegaConf.structured(schema)
+    OmegaConf.set_readonly(base, False)
+    OmegaConf.set_struct(base, True)
+    _open_dict_fields(base, schema)
+    layers: list[Any] = []
+    for src in sources:
+        if isinstance(src, (str, os.PathLike)):
+            path = Path(src)
+            if not path.is_file():
+                raise ConfigError([f"config file {path} does not exist"])
+            layers.append(OmegaConf.load(path))
+        else:
+            layers.append(OmegaConf.create(src) if isinstance(src, dict) else src)
+    layers.append(parse_overrides(overrides))
+    try:
+        merged = OmegaConf.merge(base, *layers)
+        return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    except OmegaConfBaseException as exc:
+        msg = str(exc).splitlines()[0]
+        key = getattr(exc, "full_key", None)
+        hint = f" (key '{key}')" if key else ""
+        raise ConfigError([f"{msg}{hint}: check the spelling against {schema.__name__}'s fields"]) from exc
+
+
+def to_yaml(cfg: Any) -> str:
+    """A config dataclass as YAML (logged next to the results)."""
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def available(kind: str) -> list[str]:
+    """Names of the YAML files under ``configs/<kind>/``."""
+    return sorted(p.stem for p in (configs_dir() / kind).glob("*.yaml"))
+
+
+def _named(kind: str, schema: type[T], name: str, overrides: Sequence[str] = ()) -> T:
+    path = configs_dir() / kind / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(available(kind)) or "none"
+        raise ConfigError([f"unknown {kind[:-1] if kind.endswith('s') else kind} {name!r}: "
+                           f"known are {known} (files in configs/{kind}/)"])
+    cfg = load(schema, path, overrides=overrides)
+    if getattr(cfg, "name", name) in ("", None):
+        cfg = type(cfg)(**{**cfg.__dict__, "name": name})  # type: ignore[arg-type]
+    return cfg
+
+
+def model_config(name: str, overrides: Sequence[str] = ()) -> ModelConfig:
+    return _named("models", ModelConfig, name, overrides)
+
+
+def benchmark_config(name: str, overrides: Sequence[str] = ()) -> BenchmarkConfig:
+    return _named("benchmarks", BenchmarkConfig, name, overrides)
+
+
+def cluster_config(name: str, overrides: Sequence[str] = ()) -> ClusterConfig:
+    return _named("cluster", ClusterConfig, name, overrides)
+
+
+def grid_config(name: str, overrides: Sequence[str] = ()) -> GridConfig:
+    return _named("grid", GridConfig, name, overrides)
+
+
+# --------------------------------------------------------------------------------------------
+# Validation: collect every problem, raise once
+# --------------------------------------------------------------------------------------------
+
+
+def check_tau(tau: float | None, where: str = "tau") -> list[str]:
+    if tau is None:
+        return []
+    if not isinstance(tau, (int, float)) or math.isnan(float(tau)) or not 0.0 <= float(tau) <= 1.0:
+        return [f"{where}={tau!r} is outside [0, 1]: a threshold is a probability, e.g. {where}=0.9"]
+    return []
+
+
+def validate_model(cfg: ModelConfig) -> list[str]:
+    p: list[str] = []
+    n = cfg.name or "<model>"
+    if cfg.family not in FAMILIES:
+        p.append(f"model {n}: family={cfg.family!r} is not one of {FAMILIES}")
+    if cfg.source not in MODEL_SOURCES:
+        p.append(f"model {n}: source={cfg.source!r} is not one of {MODEL_SOURCES}")
+    if cfg.source in ("hub", "local", "gguf") and not cfg.path:
+        p.append(f"model {n}: source={cfg.source} needs path= (a hub id, a folder or a .gguf file)")
+    if cfg.source == "tiny" and cfg.tiny_arch not in TINY_ARCHS:
+        p.append(f"model {n}: source=tiny needs tiny_arch in {TINY_ARCHS}, got {cfg.tiny_arch!r}")
+    if cfg.dtype not in DTYPES:
+        p.append(f"model {n}: dtype={cfg.dtype!r} is not one of {DTYPES}")
+    return p
+
+
+def validate_benchmark(cfg: BenchmarkConfig, data_dir: Path | None = None) -> list[str]:
+    p: list[str] = []
+    n = cfg.name or "<benchmark>"
+    if not cfg.version:
+        p.append(f"benchmark {n}: set version= (bump it whenever the data or prompt changes)")
+    if not cfg.module:
+        p.append(f"benchmark {n}: set module= (the streamgen.benchmarks module that loads and scores it)")
+    if cfg.source not in ("local", "hub"):
+        p.append(f"benchmark {n}: source={cfg.source!r} must be local or hub")
+    if cfg.source == "hub" and not cfg.hub_id:
+        p.append(f"benchmark {n}: source=hub needs hub_id= and hub_split=")
+    if cfg.source == "local" and data_dir is not None:
+        path = data_dir / cfg.data_file
+        if not cfg.data_file or not path.exists():
+            p.append(f"benchmark {n}: data file {path} is missing; set data_dir= to the folder holding "
+                     f"the benchmark data (e.g. ../shared/data) or STREAMGEN_DATA_DIR")
+    if cfg.metric not in ("pass@1", "f1"):
+        p.append(f"benchmark {n}: metric={cfg.metric!r} must be pass@1 or f1")
+    return p
+
+
+def resolve_data_dir(grid: GridConfig) -> Path:
+    return Path(grid.data_dir) if grid.data_dir else default_data_dir()
+
+
+def validate_grid(grid: GridConfig) -> list[str]:
+    """Every problem with a grid and the model/benchmark configs it names, before anything starts."""
+    p: list[str] = []
+    data_dir = resolve_data_dir(grid)
+    if not data_dir.is_dir():
+        p.append(f"data directory {data_dir} does not exist: set data_dir=PATH or STREAMGEN_DATA_DIR")
+        data_dir = None  # type: ignore[assignment]
+    if not grid.models:
+        p.append("models=[] is empty: name at least one model from configs/models/")
+    for m in grid.models:
+        try:
+            p.extend(validate_model(model_config(m)))
+        except ConfigError as exc:
+            p.extend(exc.problems)
+    if not grid.benchmarks:
+        p.append("benchmarks=[] is empty: name at least one benchmark from configs/benchmarks/")
+    for b in grid.benchmarks:
+        try:
+            p.extend(validate_benchmark(benchmark_config(b), data_dir))
+        except ConfigError as exc:
+            p.extend(exc.problems)
+    for a in grid.acceptance:
+        if a not in ACCEPTANCE_RULES:
+            p.append(f"acceptance={a!r} is not one of {ACCEPTANCE_RULES}")
+    if "threshold" in grid.acceptance and not grid.taus:
+        p.append("acceptance lists threshold but taus=[] is empty: e.g. taus=[0.9]")
+    for t in grid.taus:
+        p.extend(check_tau(t, "taus"))
+    if grid.limit is not None and grid.limit < 1:
+        p.append(f"limit={grid.limit} must be ≥ 1 (or null for all examples)")
+    if grid.shard_size < 1:
+        p.append(f"shard_size={grid.shard_size} must be ≥ 1")
+    if grid.workers < 1 or grid.score_workers < 1:
+        p.append("workers and score_workers must be ≥ 1")
+    if not 0.0 <= grid.max_error_fraction <= 1.0:
+        p.append(f"max_error_fraction={grid.max_error_fraction} must be in [0, 1]")
+    for mode in grid.verifier_modes:
+        if mode not in ("visible", "hidden"):
+            p.append(f"verifier_modes has {mode!r}: use visible and/or hidden")
+    if grid.cluster not in available("cluster"):
+        p.append(f"cluster={grid.cluster!r} unknown: known are {', '.join(available('cluster'))}")
+    return p
+
+
+def raise_if_problems(problems: Sequence[str], title: str = "invalid configuration") -> None:
+    if problems:
+        raise ConfigError(problems, title)

@@ -1,0 +1,202 @@
+"""Result records, one frozen dataclass per grain, and their Arrow schemas (derived in one place).
+
+Grains (DESIGN §5): ``PairRecord`` — one (cell, example); ``StepRecord`` — one segment arrival of
+the stream run; ``RunRecord`` — one grid run. Column names listed in DESIGN §5 are a public contract
+(users' DuckDB queries and the nightly grid rely on them): add columns freely, never rename.
+
+Units are in the names: ``*_s`` seconds, ``*_forwards`` model calls, ``*_tokens`` tokens,
+``*_quality`` a fraction in [0, 1] (pass@1 for code benchmarks, token-level F1 for text).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+"""Bump when a change alters what a result row means; shard ids include it, so old shards rerun."""
+
+
+@dataclass(frozen=True)
+class PairRecord:
+    """One example of one cell: the base run and the stream run, side by side."""
+
+    run_id: str
+    shard_id: str
+    cell_id: str
+    model: str
+    family: str  # 'autoregressive' | 'refusion' | 'bidirectional'
+    benchmark: str
+    benchmark_version: str
+    acceptance: str  # 'greedy' | 'threshold'
+    tau: float | None  # null for greedy
+    example_id: str
+    n_segments: int
+    excluded_reason: str | None  # null when included
+    error_type: str | None  # null when none
+    error_traceback: str | None
+    base_forwards: int | None
+    residual_forwards: int | None
+    speculative_forwards: int | None
+    base_wall_s: float | None
+    residual_wall_s: float | None
+    speculative_wall_s: float | None
+    base_forward_wall_s: float | None  # wall time spent inside model forwards, base run
+    residual_forward_wall_s: float | None
+    base_tokens_fed: int | None
+    residual_tokens_fed: int | None
+    min_residual_forwards: int | None  # the family's floor: 1 autoregressive, 3 ReFusion
+    draft_tokens_final: int | None  # draft length entering the final verify
+    accepted_tokens_final: int | None  # accepted leading run at the final verify
+    base_answer_tokens: int | None
+    stream_answer_tokens: int | None
+    base_answer: str | None
+    stream_answer: str | None
+    base_quality: float | None
+    stream_quality: float | None
+    base_score_status: str | None  # passed / failed / timeout / error / f1
+    stream_score_status: str | None
+    run_order: str | None  # 'base_first' | 'stream_first'
+    variant: str | None  # adaptation variant (e.g. 'lora-1000'); null for the plain model
+    verifier_mode: str | None  # bidirectional ablation: 'visible' | 'hidden'; null otherwise
+    device: str
+    actor_id: str | None
+    sandbox_backend: str | None
+    schema_version: int
+    code_version: str
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One segment arrival in the stream run: verify the previous draft, accept, regenerate."""
+
+    run_id: str
+    shard_id: str
+    cell_id: str
+    model: str
+    benchmark: str
+    acceptance: str
+    tau: float | None
+    example_id: str
+    step: int  # 1-based segment index
+    is_final: bool
+    prefix_chars: int
+    draft_tokens_in: int
+    accepted_tokens: int
+    generated_tokens: int
+    forwards: int
+    tokens_fed: int
+    wall_s: float
+    forward_wall_s: float
+    verifier_mode: str | None
+    schema_version: int
+    code_version: str
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One grid run: what was asked for, on what, when."""
+
+    run_id: str
+    grid: str
+    config_yaml: str  # the resolved config, as YAML
+    code_version: str
+    host: str
+    device_inventory: str  # JSON: Ray nodes and their devices
+    started_at: str  # ISO 8601, UTC
+    finished_at: str | None
+    shards_total: int
+    shards_done: int
+    shards_skipped: int  # found complete on disk (resume)
+    schema_version: int
+
+
+_SCALARS: dict[type, pa.DataType] = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
+
+
+def _arrow_type(hint: Any) -> tuple[pa.DataType, bool]:
+    """Map a field's type hint to (arrow type, nullable)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        assert len(args) == 1, f"unsupported union {hint!r}"
+        return _SCALARS[args[0]], True
+    return _SCALARS[hint], False
+
+
+def arrow_schema(record_type: type) -> pa.Schema:
+    """The Arrow schema of a record dataclass: one field per dataclass field, in order."""
+    hints = typing.get_type_hints(record_type)
+    fields = []
+    for f in dataclasses.fields(record_type):
+        dtype, nullable = _arrow_type(hints[f.name])
+        fields.append(pa.field(f.name, dtype, nullable=nullable))
+    return pa.schema(fields, metadata={"schema_version": str(SCHEMA_VERSION), "record": record_type.__name__})
+
+
+PAIRS_SCHEMA = arrow_schema(PairRecord)
+STEPS_SCHEMA = arrow_schema(StepRecord)
+RUNS_SCHEMA = arrow_schema(RunRecord)
+
+
+def to_table(records: Sequence[Any], record_type: type) -> pa.Table:
+    """Records → Arrow table with the record type's schema (an empty list gives an empty table)."""
+    schema = arrow_schema(record_type)
+    columns = {name: [getattr(r, name) for r in records] for name in schema.names}
+    return pa.table(columns, schema=schema)
+
+
+def from_table(table: pa.Table, record_type: type) -> list[Any]:
+    """Arrow table → records (for tests and the nightly comparison)."""
+    names = [f.name for f in dataclasses.fields(record_type)]
+    return [record_type(**{n: row[n] for n in names}) for row in table.select(names).to_pylist()]
+
+
+def write_parquet_atomic(table: pa.Table, path: str | os.PathLike[str]) -> Path:
+    """Write ``table`` to ``path`` so that a reader sees either nothing or the whole file.
+
+    Writes to a temporary name in the same directory, fsyncs, then renames (atomic on POSIX).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        pq.write_table(table, tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def read_parquet_validated(path: str | os.PathLike[str], record_type: type) -> pa.Table:
+    """Read a result file and check it has the record type's columns; raises on any damage.
+
+    A truncated or corrupted file raises (pyarrow cannot read its footer); a file of another schema
+    raises ``ValueError`` naming the missing columns.
+    """
+    table = pq.read_table(path)
+    expected = arrow_schema(record_type)
+    missing = [n for n in expected.names if n not in table.schema.names]
+    if missing:
+        raise ValueError(f"{path}: missing columns {missing}; delete it to recompute the shard")
+    return table
+
+
+def concat_records(batches: Iterable[Sequence[Any]]) -> list[Any]:
+    out: list[Any] = []
+    for b in batches:
+        out.extend(b)
+    return out
