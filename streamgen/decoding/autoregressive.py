@@ -1,0 +1,278 @@
+"""KV-cached greedy decoding, one-forward draft verification and cache rollback (transformers 5).
+
+Accounting (DESIGN §2, docs/accounting.md): the base run costs 1 prefill forward (which yields the
+first answer token) + 1 forward per further token. A stream step costs 1 verify forward over
+(request tokens not already cached + draft), which yields the accepted prefix AND the next token,
++ 1 forward per further token; a fully accepted draft that ends in EOS costs exactly 1 forward.
+
+The KV cache is a :class:`transformers.DynamicCache` built *without* the model config, so every layer
+(Gemma-3's sliding-window layers included) keeps full-length keys and values and can be rolled back
+to any length; the attention masks still apply the sliding window (docs/traps.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from streamgen.config import ConfigError, ModelConfig
+from streamgen.decoding.base import (
+    AcceptanceRule,
+    ForwardMeter,
+    Generation,
+    Message,
+    StepResult,
+    Verification,
+    accepted_length,
+    device_synchronizer,
+)
+
+log = logging.getLogger(__name__)
+
+
+class RequestTooLongError(ConfigError):
+    """The rendered request plus the answer budget does not fit the model's context."""
+
+
+class CacheRollbackError(RuntimeError):
+    """A cache layer cannot be rolled back to the requested length (internal invariant broken)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Cache helpers
+# --------------------------------------------------------------------------------------------
+
+
+def new_cache() -> Any:
+    """A full-length DynamicCache (no config: sliding-window layers keep everything, so rollback works)."""
+    from transformers import DynamicCache
+
+    return DynamicCache()
+
+
+def rollback(cache: Any, keep_tokens: int) -> None:
+    """Drop cached positions so that exactly the first ``keep_tokens`` remain.
+
+    transformers 5's ``crop`` takes only a negative count (``crop(-k)`` removes k tokens); a positive
+    value raises, and ``crop(0)`` must not be relied on. Sliding-window layers past their window can
+    only be rolled back when they recorded their past; otherwise this raises instead of corrupting.
+    """
+    length = cache.get_seq_length()
+    if not 0 <= keep_tokens <= length:
+        raise CacheRollbackError(f"cannot keep {keep_tokens} tokens of a cache holding {length}")
+    remove = length - keep_tokens
+    if remove == 0:
+        return
+    for layer in getattr(cache, "layers", ()):
+        window = getattr(layer, "sliding_window", None)
+        if window is not None and length >= window and not getattr(layer, "record_past", False):
+            raise CacheRollbackError(
+                "a sliding-window cache layer past its window cannot be rolled back: build the cache "
+                "with streamgen.decoding.autoregressive.new_cache() (full layers) or call "
+                "cache.activate_past_recording() before the forward"
+            )
+    cache.crop(-remove)
+    if cache.get_seq_length() != keep_tokens:
+        raise CacheRollbackError(f"rollback left {cache.get_seq_length()} tokens, expected {keep_tokens}")
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common leading run of two token-id sequences."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@dataclass
+class KVState:
+    """A KV cache and the token ids it covers (``cache.get_seq_length() == len(ids)`` always)."""
+
+    cache: Any = field(default_factory=new_cache)
+    ids: list[int] = field(default_factory=list)
+
+    def rollback(self, keep_tokens: int) -> None:
+        rollback(self.cache, keep_tokens)
+        del self.ids[keep_tokens:]
+
+
+# --------------------------------------------------------------------------------------------
+# The decoder
+# --------------------------------------------------------------------------------------------
+
+
+class AutoregressiveDecoder:
+    """Greedy KV-cached decoding for a transformers causal LM, behind the :class:`Decoder` protocol."""
+
+    family = "autoregressive"
+    min_residual_forwards = 1
+
+    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 256, device: str = "cpu",
+                 max_context: int | None = None, chat_template_kwargs: dict[str, Any] | None = None,
+                 eos_token_ids: Sequence[int] | None = None, meter: ForwardMeter | None = None,
+                 system_prompt: str | None = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_new_tokens = int(max_new_tokens)
+        self.device = torch.device(device)
+        self.max_context = int(max_context or getattr(model.config, "max_position_embeddings", 0) or 0) or None
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.eos_token_ids = frozenset(eos_token_ids if eos_token_ids is not None else _eos_ids(model, tokenizer))
+        self.meter = meter or ForwardMeter(sync=device_synchronizer(device))
+        self.system_prompt = system_prompt  # prepended when the messages carry no system turn
+
+    # -- request rendering ---------------------------------------------------------------------
+
+    def render(self, messages: Sequence[Message]) -> list[int]:
+        """Token ids of the chat-templated request, ending with the assistant header."""
+        if self.system_prompt and not any(m["role"] == "system" for m in messages):
+            messages = [{"role": "system", "content": self.system_prompt}, *messages]
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(
+                list(messages), tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs)
+        else:  # base models have no template: plain concatenation of the turns
+            text = "\n\n".join(m["content"] for m in messages) + "\n\n"
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def count_request_tokens(self, messages: Sequence[Message]) -> int:
+        return len(self.render(messages))
+
+    def decode_text(self, token_ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
+
+    def check_fits(self, request_tokens: int) -> None:
+        """Raise :class:`RequestTooLongError` if request + answer budget exceed the context."""
+        if self.max_context and request_tokens + self.max_new_tokens > self.max_context:
+            raise RequestTooLongError(
+                [f"the request is {request_tokens} tokens and the answer budget {self.max_new_tokens}, "
+                 f"but the model's context is {self.max_context}: use a shorter request, lower "
+                 "max_new_tokens, or a model with more context"], "request too long")
+
+    # -- model calls ---------------------------------------------------------------------------
+
+    def forward(self, state: KVState, feed: Sequence[int], keep_logits: int, kind: str) -> torch.Tensor:
+        """ONE metered model call feeding ``feed`` on top of ``state``; logits of the last positions."""
+        input_ids = torch.tensor([list(feed)], dtype=torch.long, device=self.device)
+        with self.meter.call(kind, len(feed)):
+            out = self.model(input_ids=input_ids, cache=state.cache, use_cache=True, logits_to_keep=keep_logits)
+        state.ids.extend(int(t) for t in feed)
+        return out.logits[0].float()
+
+    def continue_greedy(self, state: KVState, answer: list[int]) -> list[int]:
+        """Decode one token per forward after ``answer`` (whose last token is not yet cached)."""
+        eos, limit = self.eos_token_ids, self.max_new_tokens
+        while answer[-1] not in eos and len(answer) < limit:
+            logits = self.forward(state, answer[-1:], 1, "decode")
+            answer.append(int(logits[-1].argmax()))
+        return answer
+
+    def truncate_draft(self, draft: Sequence[int]) -> list[int]:
+        """The draft cut after its first EOS and to the answer budget (an answer never extends past them)."""
+        out: list[int] = []
+        for tok in draft[: self.max_new_tokens]:
+            out.append(int(tok))
+            if out[-1] in self.eos_token_ids:
+                break
+        return out
+
+    def is_finished(self, answer: Sequence[int]) -> bool:
+        return bool(answer) and answer[-1] in self.eos_token_ids
+
+    def _generation(self, answer: list[int], span: Any) -> Generation:
+        return Generation(tuple(answer), self.decode_text(answer), self.is_finished(answer), span.wall_s, span.meter)
+
+    # -- Decoder protocol ----------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def generate(self, messages: Sequence[Message]) -> Generation:
+        """Base run: prefill the whole request in a fresh cache, then greedy decode (no reuse)."""
+        request = self.render(messages)
+        self.check_fits(len(request))
+        with self.meter.span() as span:
+            state = KVState()
+            logits = self.forward(state, request, 1, "prefill")
+            answer = self.continue_greedy(state, [int(logits[-1].argmax())])
+        return self._generation(answer, span)
+
+    def open_stream(self) -> AutoregressiveSession:
+        return AutoregressiveSession(self)
+
+
+def verification_from_logits(logits: torch.Tensor, draft: Sequence[int]) -> Verification:
+    """Per draft position j: the argmax and the draft token's probability, from logits row j.
+
+    ``logits`` has ``len(draft) + 1`` rows; row j is the distribution *before* draft[j].
+    """
+    if not draft:
+        return Verification((), ())
+    rows = logits[: len(draft)]
+    probs = torch.softmax(rows, dim=-1).gather(1, torch.tensor(list(draft), device=rows.device)[:, None])[:, 0]
+    return Verification(tuple(int(t) for t in rows.argmax(-1).tolist()), tuple(float(p) for p in probs.tolist()))
+
+
+class AutoregressiveSession:
+    """One example's stream run: keeps the KV cache of (request + draft) across segment arrivals."""
+
+    def __init__(self, decoder: AutoregressiveDecoder) -> None:
+        self.decoder = decoder
+        self.state = KVState()
+        self.last_verification: Verification | None = None
+
+    def _reuse_prefix(self, request: Sequence[int]) -> int:
+        """Roll the cache back to its longest common prefix with ``request`` (at least 1 token fed)."""
+        cached = common_prefix_length(request, self.state.ids)
+        cached = min(cached, len(request) - 1)  # the last request token's logits predict draft[0]
+        self.state.rollback(cached)
+        return cached
+
+    @torch.inference_mode()
+    def step(self, messages: Sequence[Message], draft: Sequence[int], rule: AcceptanceRule) -> StepResult:
+        dec = self.decoder
+        request = dec.render(messages)
+        dec.check_fits(len(request))
+        draft = dec.truncate_draft(draft)
+        with dec.meter.span() as span:
+            cached = self._reuse_prefix(request)
+            feed = request[cached:] + draft
+            logits = dec.forward(self.state, feed, len(draft) + 1, "verify" if draft else "prefill")
+            verification = verification_from_logits(logits, draft)
+            accepted = accepted_length(draft, verification, rule)
+            answer = draft[:accepted]
+            if accepted < len(draft) or not (dec.is_finished(draft) or len(draft) >= dec.max_new_tokens):
+                self.state.rollback(len(request) + accepted)
+                answer.append(int(logits[accepted].argmax()))  # the bonus token
+                answer = dec.continue_greedy(self.state, answer)
+        self.last_verification = verification
+        extra = {"cached_prefix_tokens": float(cached), "request_tokens": float(len(request)),
+                 "verify_tokens_fed": float(len(feed))}
+        return StepResult(len(draft), accepted, len(answer) - accepted, dec._generation(answer, span), extra)
+
+    def close(self) -> None:
+        self.state = KVState()
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (gen_eos, getattr(model.config, "eos_token_id", None), tokenizer.eos_token_id):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    if not ids:
+        raise ConfigError(["the tokenizer and model define no EOS token: set eos_token on the tokenizer"])
+    return ids
+
+
+def build_decoder(cfg: ModelConfig, model: Any, tokenizer: Any, device: str,
+                  max_new_tokens: int) -> AutoregressiveDecoder:
+    """Family entry point used by :func:`streamgen.models.load_decoder`."""
+    return AutoregressiveDecoder(model, tokenizer, max_new_tokens=max_new_tokens, device=device,
+                                 max_context=cfg.max_context, chat_template_kwargs=cfg.chat_template_kwargs,
+                                 system_prompt=cfg.system_prompt)
