@@ -1,0 +1,181 @@
+"""The model actor: one model per actor (one GPU, or some CPUs), running shards of that model.
+
+Per example the actor runs the base run and the stream run back to back (``streamgen.stream.run_pair``)
+in the order the shard prescribes (seeded, balanced per cell, see :mod:`jobs.shards`), so both runs
+see the same device state. A failing example becomes an error result with its traceback; the actor
+carries on. Scoring never happens here (it runs on CPU workers, :mod:`jobs.scoring`).
+
+The actor class is plain Python; :func:`actor_options` gives the Ray resources and
+:func:`spawn_model_actor` wraps it, so tests can also run it in-process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from streamgen.config import ModelConfig
+from streamgen.decoding.base import Decoder, make_rule
+
+if TYPE_CHECKING:  # the driver imports this module without torch/transformers; actors import them
+    from streamgen.stream import PairOutcome, StreamRequest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ExampleTask:
+    """One example of a shard, ready to decode (``request`` is None when it was excluded up front)."""
+
+    example_id: str
+    request: StreamRequest | None
+    base_first: bool
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    shard_id: str
+    acceptance: str
+    tau: float | None
+    verifier_mode: str | None
+    max_new_tokens: int
+    examples: tuple[ExampleTask, ...]
+
+
+@dataclass(frozen=True)
+class ExampleResult:
+    """What the actor did for one example: the paired outcome, or the error that stopped it."""
+
+    example_id: str
+    base_first: bool
+    outcome: PairOutcome | None
+    error_type: str | None = None
+    error_traceback: str | None = None
+    wall_s: float = 0.0  # both runs, end to end
+    forward_wall_s: float = 0.0  # inside model forwards (base + all stream steps)
+
+
+@dataclass(frozen=True)
+class DecodedShard:
+    shard_id: str
+    actor_id: str
+    device: str
+    results: tuple[ExampleResult, ...]
+    busy_s: float  # wall time of run_shard on the actor
+    forward_wall_s: float
+
+
+@dataclass(frozen=True)
+class ActorInfo:
+    actor_id: str
+    pid: int
+    host: str
+    device: str  # "cpu" or "cuda:<device name>"
+    gpu_ids: tuple[str, ...]
+    load_s: float
+
+
+def actor_options(*, use_gpu: bool, cpus_per_actor: float = 1.0) -> dict[str, Any]:
+    """Ray resources of one model actor: a whole GPU on GPU machines, else ``cpus_per_actor`` CPUs.
+
+    ``max_restarts=0``: a dead actor stays dead and the scheduler starts a fresh one elsewhere.
+    """
+    if use_gpu:
+        return {"num_gpus": 1, "num_cpus": 0, "max_restarts": 0}
+    return {"num_gpus": 0, "num_cpus": cpus_per_actor, "max_restarts": 0}
+
+
+def spawn_model_actor(model: ModelConfig, *, use_gpu: bool, cpus_per_actor: float = 1.0,
+                      threads: int = 1) -> Any:
+    """Start a Ray actor holding ``model`` (loading starts at once, in the background)."""
+    import ray
+
+    remote_cls = ray.remote(ModelActor).options(**actor_options(use_gpu=use_gpu, cpus_per_actor=cpus_per_actor))
+    return remote_cls.remote(model, threads=threads)
+
+
+def _pick_device() -> tuple[str, str, tuple[str, ...]]:
+    """(torch device, device label for result rows, Ray GPU ids)."""
+    import torch
+
+    try:
+        import ray
+
+        gpu_ids = tuple(str(g) for g in ray.get_gpu_ids()) if ray.is_initialized() else ()
+    except ImportError:
+        gpu_ids = ()
+    if gpu_ids and torch.cuda.is_available():  # Ray set CUDA_VISIBLE_DEVICES: our GPU is cuda:0
+        return "cuda:0", f"cuda:{torch.cuda.get_device_name(0)}", gpu_ids
+    return "cpu", "cpu", gpu_ids
+
+
+class ModelActor:
+    """Holds one model and runs shards of it."""
+
+    def __init__(self, model: ModelConfig, *, threads: int = 1) -> None:
+        import torch
+
+        torch.set_num_threads(max(1, threads))
+        self.model = model
+        self.device, self.device_label, self.gpu_ids = _pick_device()
+        self.actor_id = f"{socket.gethostname()}:{os.getpid()}"
+        self._decoders: dict[str | None, Decoder] = {}
+        start = time.perf_counter()
+        self._decoder(None, 64)
+        self.load_s = time.perf_counter() - start
+        log.info("actor %s loaded %s on %s in %.1f s", self.actor_id, model.name, self.device, self.load_s)
+
+    def info(self) -> ActorInfo:
+        return ActorInfo(self.actor_id, os.getpid(), socket.gethostname(), self.device_label,
+                         self.gpu_ids, self.load_s)
+
+    def _decoder(self, verifier_mode: str | None, max_new_tokens: int) -> Decoder:
+        """The decoder for a verifier mode (bidirectional ablation), its answer budget set per shard."""
+        if verifier_mode not in self._decoders:
+            from streamgen.models import load_decoder
+
+            cfg = self.model
+            if verifier_mode is not None:
+                cfg = dataclasses.replace(cfg, decoding={**cfg.decoding, "verifier_mode": verifier_mode})
+            self._decoders[verifier_mode] = load_decoder(cfg, device=self.device, max_new_tokens=max_new_tokens)
+        decoder = self._decoders[verifier_mode]
+        decoder.max_new_tokens = int(max_new_tokens)  # decoders read it per call
+        return decoder
+
+    def run_shard(self, task: ShardTask) -> DecodedShard:
+        start = time.perf_counter()
+        decoder = self._decoder(task.verifier_mode, task.max_new_tokens)
+        rule = make_rule(task.acceptance, task.tau)
+        results = tuple(self._run_example(decoder, rule, ex) for ex in task.examples)
+        return DecodedShard(task.shard_id, self.actor_id, self.device_label, results,
+                            time.perf_counter() - start, sum(r.forward_wall_s for r in results))
+
+    def _run_example(self, decoder: Decoder, rule: Any, ex: ExampleTask) -> ExampleResult:
+        if ex.request is None:
+            return ExampleResult(ex.example_id, ex.base_first, None)
+        from streamgen.stream import run_pair
+
+        start = time.perf_counter()
+        try:
+            outcome = run_pair(decoder, ex.request, rule, base_first=ex.base_first)
+        except Exception as exc:  # noqa: BLE001 — a failing example becomes a row, the shard goes on
+            log.warning("example %s failed: %s", ex.example_id, exc)
+            return ExampleResult(ex.example_id, ex.base_first, None, type(exc).__name__,
+                                 traceback.format_exc(), time.perf_counter() - start)
+        return ExampleResult(ex.example_id, ex.base_first, outcome, None, None,
+                             time.perf_counter() - start, _forward_wall(outcome))
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def _forward_wall(outcome: PairOutcome) -> float:
+    steps: Sequence[Any] = outcome.steps
+    return outcome.base.meter.forward_wall_s + sum(s.answer.meter.forward_wall_s for s in steps)

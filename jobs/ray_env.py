@@ -1,0 +1,102 @@
+"""Loopback-only Ray: the environment and ``ray.init`` settings every local run uses.
+
+Why each setting (measured, see docs/grid.md and the environment notes):
+
+- ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` forces 127.0.0.1 for every listener; ``_node_ip_address``
+  alone does not.
+- ``RAY_USAGE_STATS_ENABLED=0``: no usage report.
+- ``RAY_AUTH_MODE=disabled``: no token bootstrap.
+- ``$HOME/ray_bootstrap_config.yaml`` containing ``{}``: without it the head probes cloud metadata
+  addresses even with usage stats off.
+
+With an existing cluster (``RayConfig.address``, e.g. inside a Slurm job) we only connect to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from streamgen.config import RayConfig
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+LOOPBACK_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "disabled",
+}
+# Ray workers inherit the driver's environment: keep hub access off and thread pools small.
+WORKER_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+@dataclass(frozen=True)
+class RaySession:
+    """What :func:`start_ray` did: whether we own the cluster (and must shut it down)."""
+
+    owned: bool
+    address: str | None
+
+
+def apply_loopback_env(home: str | os.PathLike[str] | None = None) -> Path:
+    """Set the loopback/quiet env vars (without overriding explicit ones) and the bootstrap file.
+
+    Returns the path of the ``ray_bootstrap_config.yaml`` it made sure exists.
+    """
+    for key, value in {**LOOPBACK_ENV, **WORKER_ENV}.items():
+        os.environ.setdefault(key, value)
+    return ensure_bootstrap_config(home)
+
+
+def ensure_bootstrap_config(home: str | os.PathLike[str] | None = None) -> Path:
+    """Create ``$HOME/ray_bootstrap_config.yaml`` containing ``{}`` if it is missing."""
+    base = Path(home) if home is not None else Path(os.environ.get("HOME") or Path.home())
+    path = base / "ray_bootstrap_config.yaml"
+    if not path.exists():
+        base.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}\n")
+        log.info("wrote %s (stops Ray's head from probing cloud metadata addresses)", path)
+    return path
+
+
+def start_ray(cfg: RayConfig, *, default_num_cpus: int) -> RaySession:
+    """Connect to ``cfg.address`` or start a local Ray on loopback; reuse one already initialised."""
+    apply_loopback_env()  # before importing ray: some settings are read at import time
+    import ray
+
+    if ray.is_initialized():
+        return RaySession(owned=False, address=None)
+    if cfg.address:
+        log.info("connecting to the Ray cluster at %s", cfg.address)
+        ray.init(address=cfg.address, include_dashboard=False, log_to_driver=True)
+        return RaySession(owned=False, address=cfg.address)
+    num_cpus = cfg.num_cpus if cfg.num_cpus is not None else default_num_cpus
+    log.info("starting local Ray on %s: num_cpus=%s num_gpus=%s object_store=%d MiB",
+             LOOPBACK, num_cpus, cfg.num_gpus, cfg.object_store_mb)
+    ray.init(
+        address="local",  # always a new instance: never attach to another user's Ray on this host
+        num_cpus=num_cpus,
+        num_gpus=cfg.num_gpus,
+        include_dashboard=False,
+        object_store_memory=cfg.object_store_mb * 1024 * 1024,
+        _node_ip_address=LOOPBACK,
+        log_to_driver=True,
+        configure_logging=False,
+    )
+    return RaySession(owned=True, address=None)
+
+
+def stop_ray(session: RaySession) -> None:
+    """Shut down Ray if :func:`start_ray` started it."""
+    import ray
+
+    if session.owned and ray.is_initialized():
+        ray.shutdown()

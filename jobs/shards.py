@@ -1,0 +1,134 @@
+"""Grid → cells → shards, with stable shard ids (DESIGN §4).
+
+A **cell** is (model, benchmark, acceptance rule/τ, verifier mode, decode settings); a **shard** is a
+cell × a chunk of example ids. A shard id is a hash of everything that changes the shard's rows: the
+full model spec (weights source, revision, decode settings), the full benchmark config (its data
+version, prompt, scoring), acceptance and τ, max_new_tokens, the example ids, the run-order seed and
+``SCHEMA_VERSION``. Renaming nothing else changes it; changing any of those gives a new id, so stale
+files are never reused and unchanged ones are never recomputed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from streamgen.config import BenchmarkConfig, GridConfig, ModelConfig
+from streamgen.records import SCHEMA_VERSION
+
+HASH_CHARS = 16
+
+
+def stable_hash(payload: Any, n: int = HASH_CHARS) -> str:
+    """Hex digest of the canonical JSON of ``payload`` (sorted keys, no whitespace)."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (model, benchmark, acceptance/τ, verifier mode, decode settings) combination."""
+
+    model: ModelConfig
+    benchmark: BenchmarkConfig
+    acceptance: str  # greedy | threshold
+    tau: float | None  # None for greedy
+    verifier_mode: str | None  # bidirectional models only: visible | hidden
+    max_new_tokens: int
+
+    def identity(self) -> dict[str, Any]:
+        """Everything about the cell that changes its rows."""
+        return {
+            "model": dataclasses.asdict(self.model),
+            "benchmark": dataclasses.asdict(self.benchmark),
+            "acceptance": self.acceptance,
+            "tau": self.tau,
+            "verifier_mode": self.verifier_mode,
+            "max_new_tokens": self.max_new_tokens,
+            "schema_version": SCHEMA_VERSION,
+        }
+
+    @property
+    def cell_id(self) -> str:
+        return stable_hash(self.identity())
+
+    @property
+    def label(self) -> str:
+        tau = "" if self.tau is None else f"@{self.tau:g}"
+        mode = "" if self.verifier_mode is None else f"/{self.verifier_mode}"
+        return f"{self.model.name}/{self.benchmark.name}/{self.acceptance}{tau}{mode}"
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A cell × a chunk of its example ids, with the run order of each example (base first or not)."""
+
+    cell: Cell
+    example_ids: tuple[str, ...]
+    base_first: tuple[bool, ...]  # per example, from the seeded balanced order of the whole cell
+    seed: int
+
+    @property
+    def shard_id(self) -> str:
+        return stable_hash({"cell": self.cell.identity(), "example_ids": list(self.example_ids),
+                            "base_first": list(self.base_first), "seed": self.seed})
+
+    @property
+    def model_name(self) -> str:
+        return self.cell.model.name
+
+    def __len__(self) -> int:
+        return len(self.example_ids)
+
+
+def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
+                 benchmarks: Mapping[str, BenchmarkConfig]) -> list[Cell]:
+    """All cells of the grid, in a stable order (model, benchmark, acceptance, τ, verifier mode)."""
+    rules: list[tuple[str, float | None]] = []
+    for acceptance in grid.acceptance:
+        if acceptance == "threshold":
+            rules.extend(("threshold", float(t)) for t in grid.taus)
+        else:
+            rules.append((acceptance, None))
+    cells = []
+    for m in grid.models:
+        model = models[m]
+        modes: list[str | None] = list(grid.verifier_modes) if model.family == "bidirectional" else [None]
+        for b in grid.benchmarks:
+            bench = benchmarks[b]
+            max_new = grid.max_new_tokens if grid.max_new_tokens is not None else bench.max_new_tokens
+            for acceptance, tau in rules:
+                cells.extend(Cell(model, bench, acceptance, tau, mode, int(max_new)) for mode in modes)
+    return cells
+
+
+def balanced_order(cell: Cell, example_ids: Sequence[str], seed: int) -> list[bool]:
+    """Seeded per-example run order for a cell: half base-first, half stream-first (±1), shuffled.
+
+    Depends only on (seed, cell, example ids), so a resumed run reproduces it exactly.
+    """
+    n = len(example_ids)
+    order = [i % 2 == 0 for i in range(n)]
+    rng = random.Random(stable_hash({"seed": seed, "cell": cell.cell_id, "ids": list(example_ids)}))
+    rng.shuffle(order)
+    return order
+
+
+def expand_shards(cells: Sequence[Cell], example_ids: Mapping[str, Sequence[str]], *,
+                  shard_size: int, seed: int) -> list[Shard]:
+    """Cut each cell's examples (``example_ids[benchmark name]``) into shards of ``shard_size``."""
+    if shard_size < 1:
+        raise ValueError(f"shard_size={shard_size} must be ≥ 1")
+    shards = []
+    for cell in cells:
+        ids = list(example_ids[cell.benchmark.name])
+        order = balanced_order(cell, ids, seed)
+        for start in range(0, len(ids), shard_size):
+            chunk = slice(start, start + shard_size)
+            shards.append(Shard(cell, tuple(ids[chunk]), tuple(order[chunk]), seed))
+    return shards

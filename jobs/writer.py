@@ -1,0 +1,114 @@
+"""Result files: one Parquet file per finished shard per table, written atomically; resume checks.
+
+Layout (DESIGN §5)::
+
+    <results_dir>/pairs/model=<m>/benchmark=<b>/<shard_id>.parquet
+    <results_dir>/steps/model=<m>/benchmark=<b>/<shard_id>.parquet
+    <results_dir>/runs/<run_id>.parquet
+    <results_dir>/config/<run_id>.yaml
+
+The steps file is written first and the pairs file last, so an existing, valid pairs file means the
+shard is complete. A shard counts as done only if both files read back, have the record schema, and
+the pairs file holds exactly the shard's example ids once each under its shard id. Anything else
+(truncated, corrupted, partial) is removed and recomputed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from jobs.shards import Shard
+from streamgen.records import (
+    PairRecord,
+    RunRecord,
+    StepRecord,
+    read_parquet_validated,
+    to_table,
+    write_parquet_atomic,
+)
+
+log = logging.getLogger(__name__)
+
+# pyarrow raises these for unreadable files; ValueError also covers our schema check.
+DAMAGE_ERRORS = (OSError, ValueError, pa.ArrowException)
+
+
+@dataclass(frozen=True)
+class ShardPaths:
+    pairs: Path
+    steps: Path
+
+
+class ResultWriter:
+    """Writes and checks the result files of one results directory."""
+
+    def __init__(self, results_dir: str | Path) -> None:
+        self.root = Path(results_dir)
+
+    def paths(self, shard: Shard) -> ShardPaths:
+        part = Path(f"model={shard.cell.model.name}") / f"benchmark={shard.cell.benchmark.name}"
+        name = f"{shard.shard_id}.parquet"
+        return ShardPaths(self.root / "pairs" / part / name, self.root / "steps" / part / name)
+
+    def write_shard(self, shard: Shard, pairs: Sequence[PairRecord], steps: Sequence[StepRecord]) -> ShardPaths:
+        """Write the shard's steps, then its pairs (the completion marker), each atomically."""
+        problem = _pairs_problem(shard, [p.example_id for p in pairs], [p.shard_id for p in pairs])
+        if problem:
+            raise ValueError(f"refusing to write shard {shard.shard_id}: {problem}")
+        paths = self.paths(shard)
+        write_parquet_atomic(to_table(list(steps), StepRecord), paths.steps)
+        write_parquet_atomic(to_table(list(pairs), PairRecord), paths.pairs)
+        return paths
+
+    def is_done(self, shard: Shard) -> bool:
+        """True if the shard's files exist and validate; damaged or partial files are removed."""
+        paths = self.paths(shard)
+        if not paths.pairs.exists():
+            if paths.steps.exists():  # killed between the two writes: recompute
+                paths.steps.unlink()
+            return False
+        problem = self._problem(shard, paths)
+        if problem is None:
+            return True
+        log.warning("shard %s: %s; removing its files and recomputing it", shard.shard_id, problem)
+        for p in (paths.pairs, paths.steps):
+            p.unlink(missing_ok=True)
+        return False
+
+    def _problem(self, shard: Shard, paths: ShardPaths) -> str | None:
+        try:
+            pairs = read_parquet_validated(paths.pairs, PairRecord)
+            steps = read_parquet_validated(paths.steps, StepRecord)
+        except DAMAGE_ERRORS as exc:
+            return f"unreadable result file ({type(exc).__name__}: {exc})"
+        problem = _pairs_problem(shard, pairs.column("example_id").to_pylist(),
+                                 pairs.column("shard_id").to_pylist())
+        if problem:
+            return problem
+        if set(steps.column("shard_id").to_pylist()) - {shard.shard_id}:
+            return "steps file holds rows of another shard"
+        return None
+
+    def write_run(self, run: RunRecord) -> Path:
+        return write_parquet_atomic(to_table([run], RunRecord), self.root / "runs" / f"{run.run_id}.parquet")
+
+    def write_config(self, run_id: str, text: str) -> Path:
+        path = self.root / "config" / f"{run_id}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".yaml.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+        return path
+
+
+def _pairs_problem(shard: Shard, example_ids: list[str], shard_ids: list[str]) -> str | None:
+    if sorted(example_ids) != sorted(shard.example_ids):
+        return f"rows for examples {sorted(example_ids)} but the shard has {sorted(shard.example_ids)}"
+    if set(shard_ids) - {shard.shard_id}:
+        return "rows carry another shard id"
+    return None

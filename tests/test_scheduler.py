@@ -1,0 +1,130 @@
+"""The scheduler on real Ray (num_cpus=2, fake num_gpus=2): affinity, actor death, retries, timeouts."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from jobs.actors import actor_options  # noqa: E402
+from jobs.ray_env import start_ray, stop_ray  # noqa: E402
+from jobs.scheduler import Scheduler, WorkUnit  # noqa: E402
+from streamgen.config import RayConfig  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_session(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    os.environ["HOME"] = str(tmp_path_factory.mktemp("home"))  # the bootstrap file goes here
+    session = start_ray(RayConfig(num_cpus=2, num_gpus=2, object_store_mb=128), default_num_cpus=2)
+    yield
+    stop_ray(session)
+
+
+class Toy:
+    """Stands in for a model actor: 'runs' a unit by sleeping; 'crash' kills its process."""
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+
+    def run(self, key: str, payload: Any) -> dict[str, Any]:
+        if payload == "crash":
+            os._exit(1)
+        time.sleep(float(payload))
+        return {"key": key, "group": self.group, "pid": os.getpid(), "gpus": tuple(ray.get_gpu_ids())}
+
+
+def _scheduler(workers: int, *, use_gpu: bool = False, **kw: Any) -> tuple[Scheduler, list, list]:
+    done: list[tuple[WorkUnit, Any]] = []
+    failed: list[tuple[WorkUnit, str]] = []
+    opts = actor_options(use_gpu=use_gpu, cpus_per_actor=0.5)
+
+    def spawn(group: str) -> Any:
+        return ray.remote(Toy).options(**opts).remote(group)
+
+    sched = Scheduler(spawn=spawn, submit=lambda a, u: a.run.remote(u.key, u.payload), workers=workers,
+                      finish=lambda u, v: done.append((u, v)), on_failed=lambda u, e: failed.append((u, e)),
+                      poll_s=0.2, get_timeout_s=30, **kw)
+    return sched, done, failed
+
+
+def _units(groups: dict[str, int], payload: Any = 0.05) -> list[WorkUnit]:
+    return [WorkUnit(f"{g}-{i}", g, payload) for g, n in groups.items() for i in range(n)]
+
+
+def test_every_unit_once_with_model_affinity() -> None:
+    sched, done, failed = _scheduler(1)
+    stats = sched.run(_units({"A": 3, "B": 3}))
+    assert sorted(u.key for u, _ in done) == sorted(u.key for u in _units({"A": 3, "B": 3}))
+    assert not failed
+    assert stats.actor_starts == 2  # one load per model, not per unit
+    pids = {g: {v["pid"] for u, v in done if u.group == g} for g in "AB"}
+    assert len(pids["A"]) == len(pids["B"]) == 1 and pids["A"] != pids["B"]
+    assert all(v["group"] == u.group for u, v in done)
+
+
+def test_killed_actor_mid_run_requeues_its_unit_exactly_once() -> None:
+    dispatched = Counter()
+
+    def kill_second(actor: Any, unit: WorkUnit) -> None:
+        dispatched["n"] += 1
+        if dispatched["n"] == 2:
+            ray.kill(actor, no_restart=True)
+
+    sched, done, failed = _scheduler(2, on_dispatch=kill_second)
+    units = _units({"A": 4, "B": 2}, payload=0.3)
+    stats = sched.run(units)
+    keys = [u.key for u, _ in done]
+    assert sorted(keys) == sorted(u.key for u in units) and len(set(keys)) == len(keys)
+    assert not failed
+    assert stats.actor_deaths >= 1 and stats.requeues >= 1
+    assert any(u.attempts == 1 and "actor died" in u.errors[0] for u, _ in done)
+
+
+def test_retries_are_bounded_and_the_rest_finishes() -> None:
+    sched, done, failed = _scheduler(1, max_attempts=2)
+    units = [WorkUnit("bad", "A", "crash"), *_units({"A": 2})]
+    stats = sched.run(units)
+    assert [u.key for u, _ in failed] == ["bad"]
+    assert failed[0][0].attempts == 2 and "actor died" in failed[0][1]
+    assert sorted(u.key for u, _ in done) == ["A-0", "A-1"]
+    assert stats.actor_deaths == 2
+
+
+def test_a_unit_over_its_timeout_gets_its_actor_killed() -> None:
+    # The first unit on a fresh actor also gets load_timeout_s for the actor's start and model load.
+    sched, done, failed = _scheduler(1, max_attempts=1, unit_timeout_s=2.0, load_timeout_s=8.0)
+    sched.run([WorkUnit("slow", "A", 60.0), *_units({"A": 1})])
+    assert [u.key for u, _ in failed] == ["slow"]
+    assert [u.key for u, _ in done] == ["A-0"]
+
+
+def test_gpu_actors_each_get_their_own_gpu() -> None:
+    sched, done, failed = _scheduler(2, use_gpu=True)
+    sched.run(_units({"A": 2, "B": 2}, payload=0.5))
+    assert not failed
+    gpus_by_pid = {v["pid"]: v["gpus"] for _, v in done}
+    assert all(len(g) == 1 for g in gpus_by_pid.values())
+    concurrent = [g for g in gpus_by_pid.values()]
+    assert len(set(concurrent)) == 2, f"two actors at once must hold different GPUs: {gpus_by_pid}"
+
+
+def test_follow_up_value_is_what_finish_sees() -> None:
+    @ray.remote(num_cpus=0.5)
+    def double(v: dict[str, Any]) -> str:
+        return v["key"] * 2
+
+    sched, done, failed = _scheduler(1, after=lambda u, v: double.remote(v))
+    sched.run(_units({"A": 2}))
+    assert sorted(v for _, v in done) == ["A-0A-0", "A-1A-1"]
+
+
+def test_gpu_options() -> None:
+    assert actor_options(use_gpu=True) == {"num_gpus": 1, "num_cpus": 0, "max_restarts": 0}
+    assert actor_options(use_gpu=False, cpus_per_actor=2)["num_cpus"] == 2
