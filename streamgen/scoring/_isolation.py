@@ -1,0 +1,287 @@
+"""Isolation backends for the sandbox: command lines, probing, rlimits and per-run cgroups.
+
+Private to `streamgen.scoring.sandbox`; docs/sandbox.md explains each choice.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+logger = logging.getLogger(__name__)
+
+Backend = Literal["bwrap", "unshare", "rlimit-only"]
+BACKENDS: tuple[Backend, ...] = ("bwrap", "unshare", "rlimit-only")
+PROGRAM_NAME = "main.py"
+INNER_DIR = "/tmp/sandbox"  # the work dir as the program sees it under bwrap / unshare
+_SANDBOX_UID = "65534"  # "nobody" inside the user namespace
+_CGROUP_ROOT = "/sys/fs/cgroup"
+_EXTRA_PIDS = 4  # wrapper shell, bwrap's outer process, bwrap's init, slack
+
+# Runs as root of a fresh user+mount namespace (unshare backend): hide the writable shared dirs,
+# remount everything else read-only, move the work dir to INNER_DIR, drop every capability.
+_UNSHARE_SCRIPT = r"""
+wd=$(pwd); size=$1; shift
+mount -t tmpfs -o size=1m,mode=755 tmpfs /run
+mkdir /run/w
+mount --bind "$wd" /run/w
+awk '{print $2}' /proc/self/mounts | while read -r m; do
+  case "$m" in /run|/run/w) ;; *) mount -o remount,bind,ro "$m" || exit 1;; esac
+done
+mount -t tmpfs -o size="$size",mode=1777 tmpfs /tmp
+mkdir /tmp/sandbox
+mount --move /run/w /tmp/sandbox
+mount -t tmpfs -o size="$size",mode=1777 tmpfs /var/tmp
+[ ! -d /dev/shm ] || mount -t tmpfs -o size="$size",mode=1777 tmpfs /dev/shm
+cd /tmp/sandbox
+set +e  # stay as pid 1 so the program's death by a signal comes back as 128+N
+setpriv --bounding-set=-all --inh-caps=-all --no-new-privs -- "$@"
+exit $?
+"""
+# Joins the per-run cgroups before anything else starts, so every descendant is counted.
+_CGROUP_JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one run (seconds and bytes)."""
+
+    cpu_s: int
+    memory_bytes: int
+    file_size_bytes: int
+    max_processes: int
+    tmp_bytes: int = 256 << 20
+
+
+def scrubbed_env(python: str, home: str = INNER_DIR) -> dict[str, str]:
+    """The whole environment a program sees: no secrets, one thread per numeric library."""
+    bindir = os.path.dirname(os.path.abspath(python))
+    return {
+        "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+        "NUMEXPR_NUM_THREADS": "1", "MPLBACKEND": "Agg",
+    }
+
+
+def command(backend: Backend, python: str, workdir: str, limits: Limits,
+            slot: CgroupSlot | None) -> list[str]:
+    """The argv that runs ``python -I main.py`` in `workdir` behind `backend`."""
+    return wrap(backend, [python, "-I", PROGRAM_NAME], workdir, limits, slot)
+
+
+def wrap(backend: Backend, tail: list[str], workdir: str, limits: Limits,
+         slot: CgroupSlot | None) -> list[str]:
+    inner = _prlimit(limits) + tail
+    if backend == "bwrap":
+        argv = _bwrap(workdir, limits) + inner
+    elif backend == "unshare":
+        argv = ["setpriv", "--pdeathsig", "KILL", "--", "unshare", "--user", "--map-root-user", "--net",
+                "--pid", "--ipc", "--uts", "--mount", "--fork", "--kill-child", "--mount-proc", "--",
+                "sh", "-e", "-c", _UNSHARE_SCRIPT, "sh", str(limits.tmp_bytes)] + inner
+    else:
+        argv = ["setpriv", "--pdeathsig", "KILL", "--"] + inner
+    if slot is not None:
+        argv = ["sh", "-c", _CGROUP_JOIN, "sh", *slot.procs_files, "--"] + argv
+    return argv
+
+
+def _bwrap(workdir: str, limits: Limits) -> list[str]:
+    size = str(limits.tmp_bytes)
+    return ["bwrap", "--unshare-all", "--unshare-user", "--uid", _SANDBOX_UID, "--gid", _SANDBOX_UID,
+            "--die-with-parent", "--new-session", "--hostname", "sandbox",
+            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+            "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/var/tmp",
+            "--size", size, "--tmpfs", "/dev/shm", "--size", "1048576", "--tmpfs", "/run",
+            "--bind", workdir, INNER_DIR, "--chdir", INNER_DIR, "--"]
+
+
+def _prlimit(limits: Limits) -> list[str]:
+    nproc = limits.max_processes
+    if os.geteuid() != 0:  # RLIMIT_NPROC counts all processes of the real uid, not just ours
+        nproc += _count_own_processes()
+    return ["prlimit", f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}", f"--as={limits.memory_bytes}",
+            f"--fsize={limits.file_size_bytes}", "--core=0", f"--nproc={nproc}", "--"]
+
+
+def _count_own_processes() -> int:
+    uid, count = os.getuid(), 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                count += entry.stat().st_uid == uid
+            except OSError:
+                continue
+    return count
+
+
+def signal_of(backend: Backend, returncode: int | None) -> int | None:
+    """The signal that ended the program: negative codes, or 128+N as bwrap/sh report it."""
+    if returncode is None or returncode == 0:
+        return None
+    if returncode < 0:
+        return -returncode
+    if backend != "rlimit-only" and 128 < returncode < 128 + signal.NSIG:
+        return returncode - 128
+    return None
+
+
+def probe(backend: Backend) -> bool:
+    """Whether `backend` can run a trivial command here (tools present, namespaces allowed)."""
+    tools = {"bwrap": ["bwrap", "prlimit"], "unshare": ["unshare", "setpriv", "prlimit"],
+             "rlimit-only": ["setpriv", "prlimit"]}[backend]
+    if any(shutil.which(t) is None for t in tools):
+        logger.info("sandbox backend %s unavailable: missing one of %s", backend, tools)
+        return False
+    limits = Limits(cpu_s=5, memory_bytes=1 << 30, file_size_bytes=1 << 20, max_processes=16)
+    with tempfile.TemporaryDirectory(prefix="streamgen-probe-") as wd:
+        argv = wrap(backend, ["sh", "-c", "echo ok > probe && cat probe"], wd, limits, None)
+        try:
+            res = subprocess.run(argv, cwd=wd, env=scrubbed_env("/bin/sh"), capture_output=True,
+                                 timeout=30, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            logger.info("sandbox backend %s unavailable: %s", backend, exc)
+            return False
+    ok = res.returncode == 0 and res.stdout.strip() == b"ok"
+    if not ok:
+        logger.info("sandbox backend %s unavailable: rc=%s stderr=%s", backend, res.returncode,
+                    res.stderr.decode(errors="replace")[:500])
+    return ok
+
+
+class CgroupSlot:
+    """A per-run cgroup (v1 pids, plus memory where present) joined by the program's first process.
+
+    pids.max caps processes for real (RLIMIT_NPROC is ignored for root and counts per uid otherwise)
+    and the member list lets us kill descendants that left the process group.
+    """
+
+    def __init__(self, dirs: dict[str, str]) -> None:
+        self.by_controller = dirs
+
+    @property
+    def dirs(self) -> list[str]:
+        return list(self.by_controller.values())
+
+    @property
+    def procs_files(self) -> list[str]:
+        return [os.path.join(d, "cgroup.procs") for d in self.dirs]
+
+    @classmethod
+    def create(cls, limits: Limits) -> CgroupSlot | None:
+        base = _cgroup_bases()
+        if base is None:
+            return None
+        name = f"sg-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        made: dict[str, str] = {}
+        settings = {"pids": ("pids.max", limits.max_processes + _EXTRA_PIDS),
+                    "memory": ("memory.limit_in_bytes", limits.memory_bytes + limits.tmp_bytes)}
+        try:
+            for controller, parent in base.items():
+                made[controller] = os.path.join(parent, name)
+                os.mkdir(made[controller])
+                if controller in settings:
+                    _write(made[controller], *settings[controller])
+        except OSError as exc:
+            logger.warning("could not set up a per-run cgroup (%s); process count falls back to "
+                           "RLIMIT_NPROC", exc)
+            cls(made).remove()
+            return None
+        return cls(made)
+
+    def members(self) -> list[int]:
+        pids: set[int] = set()
+        for path in self.procs_files:
+            try:
+                with open(path) as fh:
+                    pids.update(int(x) for x in fh.read().split())
+            except OSError:
+                continue
+        return sorted(pids)
+
+    def kill_all(self, budget_s: float = 3.0) -> None:
+        deadline = time.monotonic() + budget_s
+        while (pids := self.members()) and time.monotonic() < deadline:
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+            time.sleep(0.005)
+        if self.members():
+            logger.error("processes survived the sandbox kill in %s: %s", self.dirs, self.members())
+
+    def cpu_s(self) -> float | None:
+        """CPU seconds used by every process of the run (cpuacct), None where not accounted."""
+        if "cpuacct" not in self.by_controller:
+            return None
+        try:
+            with open(os.path.join(self.by_controller["cpuacct"], "cpuacct.usage")) as fh:
+                return int(fh.read()) / 1e9
+        except (OSError, ValueError):
+            return None
+
+    def oom_killed(self) -> bool:
+        for d in self.dirs:
+            try:
+                with open(os.path.join(d, "memory.oom_control")) as fh:
+                    fields = dict(line.split() for line in fh if line.strip())
+            except (OSError, ValueError):
+                continue
+            if int(fields.get("oom_kill", "0")) > 0 or fields.get("under_oom") == "1":
+                return True
+        return False
+
+    def remove(self) -> None:
+        for d in reversed(self.dirs):
+            for _ in range(100):
+                try:
+                    os.rmdir(d)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # members still exiting
+                    time.sleep(0.01)
+            else:
+                logger.warning("could not remove cgroup %s", d)
+
+
+def _write(directory: str, name: str, value: int) -> None:  # noqa: D103
+    with open(os.path.join(directory, name), "w") as fh:
+        fh.write(str(value))
+
+
+@lru_cache(maxsize=1)
+def _cgroup_bases() -> dict[str, str] | None:
+    """Writable cgroup-v1 parents for our runs ({'pids': dir, 'memory': dir}), or None."""
+    if os.geteuid() != 0:
+        return None
+    own = {}
+    with open("/proc/self/cgroup") as fh:
+        for line in fh:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for c in controllers.split(","):
+                own[c] = path
+    bases = {}
+    for controller in ("pids", "memory", "cpuacct"):
+        mount = os.path.join(_CGROUP_ROOT, controller)
+        if controller in own and os.path.exists(os.path.join(mount, "cgroup.procs")):
+            candidate = os.path.join(mount, own[controller].lstrip("/"), "streamgen-sandbox")
+            try:
+                os.makedirs(candidate, exist_ok=True)
+                bases[controller] = candidate
+            except OSError:
+                continue
+    if "pids" not in bases:
+        logger.info("no writable pids cgroup here; process count relies on RLIMIT_NPROC")
+        return None
+    return bases

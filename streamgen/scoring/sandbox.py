@@ -1,0 +1,317 @@
+"""Run one untrusted program in a sandbox and return a typed verdict (see docs/sandbox.md).
+
+`execute(program, timeout_s=...)` writes the program to a fresh temporary directory and runs it with
+`python -I` behind one of three isolation backends, chosen once per process by probing:
+
+- ``bwrap``: bubblewrap with every namespace unshared (net, pid, ipc, uts, user, mount), a read-only
+  view of ``/``, private ``/tmp``, ``/run`` and ``/dev``, the work dir as the only writable host path;
+- ``unshare``: util-linux ``unshare`` (user, net, pid, ipc, uts, mount namespaces) plus a shell step
+  that remounts every mount read-only, hides ``/tmp``, ``/var/tmp``, ``/run``, ``/dev/shm``, and drops
+  all capabilities with ``setpriv`` -- the fallback for clusters without bubblewrap;
+- ``rlimit-only``: resource limits and a process group only; NO network isolation (warned loudly,
+  recorded as ``network_isolated=False``).
+
+Every backend applies rlimits through ``prlimit`` (CPU, address space, file size, core=0, processes),
+a scrubbed environment, capped output and a kill of the whole process group, and where this process
+may write the cgroup tree (root), a per-run pids (+ memory) cgroup that caps the process count for
+real and lets every descendant be killed, including ones that called ``setsid``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Literal
+
+from streamgen.scoring import _isolation as iso
+from streamgen.scoring._isolation import BACKENDS, Backend, CgroupSlot, Limits
+
+logger = logging.getLogger(__name__)
+
+Status = Literal["passed", "failed", "timeout", "error"]
+_TOOL_PREFIXES = ("bwrap: ", "unshare: ", "setpriv: ", "prlimit: ", "mount: ", "sh: ", "mkdir: ")
+_GRACE_AFTER_EXIT_S = 0.2
+_KILL_OUTPUT_FACTOR = 64
+
+__all__ = ["BACKENDS", "Backend", "ExecutionResult", "SandboxError", "available_backends", "execute",
+           "select_backend"]
+
+
+class SandboxError(RuntimeError):
+    """Raised for a misuse of the sandbox API (not for a program's failure)."""
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """Outcome of one sandboxed run.
+
+    status: ``passed`` (exit 0), ``failed`` (non-zero exit, exception, killed by a memory or file
+    limit or signal, output flood), ``timeout`` (wall or CPU limit), ``error`` (the sandbox itself
+    could not run the program; retry it, never count it as a verdict).
+    """
+
+    status: Status
+    returncode: int | None
+    stdout: str
+    stderr: str
+    wall_s: float
+    backend: Backend
+    network_isolated: bool
+    cpu_s: float | None = None
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    detail: str = ""
+    processes_capped: bool = False
+    attempts: int = 1
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def truncated(self) -> bool:
+        return self.stdout_truncated or self.stderr_truncated
+
+
+@dataclass
+class _Capture:
+    cap: int
+    data: bytearray = field(default_factory=bytearray)
+    total: int = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.cap - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.cap
+
+
+@lru_cache(maxsize=1)
+def available_backends() -> tuple[Backend, ...]:
+    """Backends that work on this machine, strongest first (probed once per process)."""
+    found = tuple(b for b in BACKENDS if iso.probe(b))
+    if "bwrap" not in found:
+        logger.warning("bubblewrap (bwrap) is not usable here; install the Debian package 'bubblewrap'")
+    return found
+
+
+def select_backend(backend: Backend | None = None) -> Backend:
+    """The backend to use: `backend` if given and usable, else the strongest usable one."""
+    usable = available_backends()
+    if backend is not None:
+        if backend not in BACKENDS:
+            raise SandboxError(f"unknown sandbox backend {backend!r}; choose one of {BACKENDS}")
+        if backend not in usable:
+            raise SandboxError(f"sandbox backend {backend!r} does not work here (usable: {usable})")
+        return backend
+    chosen = usable[0]
+    if chosen == "rlimit-only":
+        logger.warning("SANDBOX HAS NO NETWORK ISOLATION: neither bwrap nor unshare works here; "
+                       "programs run with rlimits only (install bubblewrap)")
+    return chosen
+
+
+def execute(program: str, *, timeout_s: float, python: str | None = None,
+            backend: Backend | None = None, memory_bytes: int = 2 << 30,
+            file_size_bytes: int = 64 << 20, max_processes: int = 64, cpu_s: float | None = None,
+            max_output_bytes: int = 64 << 10, files: Mapping[str, str] | None = None,
+            stdin: str | None = None) -> ExecutionResult:
+    """Run `program` (Python source) with `python -I` in a sandbox; never raises for program faults.
+
+    `python` defaults to this interpreter; it must be visible read-only inside the sandbox (it is:
+    ``/`` is bound read-only). `files` are extra files written next to the program. `cpu_s` defaults
+    to `timeout_s`. Output beyond `max_output_bytes` per stream is dropped (flagged truncated); past
+    64 times that the program is killed and fails.
+    """
+    if timeout_s <= 0:
+        raise SandboxError(f"timeout_s must be positive, got {timeout_s}")
+    chosen = select_backend(backend)
+    limits = Limits(cpu_s=math.ceil(cpu_s if cpu_s is not None else timeout_s),
+                    memory_bytes=memory_bytes, file_size_bytes=file_size_bytes,
+                    max_processes=max_processes)
+    interpreter = python or sys.executable
+    if shutil.which(interpreter) is None:
+        return _error(chosen, f"Python interpreter not found or not executable: {interpreter}")
+    try:
+        workdir = tempfile.mkdtemp(prefix="streamgen-sbx-")
+    except OSError as exc:
+        return _error(chosen, f"could not create the temporary work dir: {exc}")
+    try:
+        _write_files(workdir, program, files or {})
+        return _run(chosen, interpreter, workdir, limits, timeout_s, max_output_bytes, stdin)
+    except OSError as exc:
+        logger.exception("sandbox failed to run a program")
+        return _error(chosen, f"sandbox failure: {type(exc).__name__}: {exc}")
+    finally:
+        _remove_tree(workdir)
+
+
+def _write_files(workdir: str, program: str, files: Mapping[str, str]) -> None:
+    for name, text in {**files, iso.PROGRAM_NAME: program}.items():
+        path = os.path.normpath(os.path.join(workdir, name))
+        if not path.startswith(workdir + os.sep):
+            raise SandboxError(f"file name escapes the work dir: {name!r}")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+
+def _remove_tree(path: str) -> None:
+    def _retry_writable(func, target, _exc_info):  # programs may chmod their files to 000
+        os.chmod(os.path.dirname(target), 0o700)
+        os.chmod(target, 0o700) if os.path.isdir(target) else None
+        func(target)
+
+    try:
+        shutil.rmtree(path, onerror=_retry_writable)
+    except OSError:
+        logger.warning("could not remove sandbox work dir %s", path, exc_info=True)
+
+
+def _error(backend: Backend, detail: str) -> ExecutionResult:
+    return ExecutionResult(status="error", returncode=None, stdout="", stderr="", wall_s=0.0,
+                           backend=backend, network_isolated=backend != "rlimit-only", detail=detail)
+
+
+class _Child:
+    """The sandbox's direct child: reaped with wait4 so its CPU time (and reaped descendants') is known."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.returncode: int | None = None
+        self.cpu_s: float | None = None
+
+    def poll(self, block: bool = False) -> bool:
+        if self.returncode is None:
+            pid, status, usage = os.wait4(self.proc.pid, 0 if block else os.WNOHANG)
+            if pid == 0:
+                return False
+            self.returncode = os.waitstatus_to_exitcode(status)
+            self.proc.returncode = self.returncode  # keeps Popen from waiting on a reaped pid
+            self.cpu_s = usage.ru_utime + usage.ru_stime
+        return True
+
+
+def _run(backend: Backend, python: str, workdir: str, limits: Limits, timeout_s: float,
+         max_output: int, stdin: str | None) -> ExecutionResult:
+    slot = CgroupSlot.create(limits)
+    home = workdir if backend == "rlimit-only" else iso.INNER_DIR
+    argv = iso.command(backend, python, workdir, limits, slot)
+    out, err = _Capture(max_output), _Capture(max_output)
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, cwd=workdir, env=iso.scrubbed_env(python, home),
+                                start_new_session=True, close_fds=True,
+                                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError:
+        if slot is not None:
+            slot.remove()
+        raise
+    child = _Child(proc)
+    try:
+        ending = _pump(child, out, err, start + timeout_s, max_output * _KILL_OUTPUT_FACTOR, stdin)
+    finally:
+        _kill_all(proc, slot)
+        child.poll(block=True)
+        for stream in (proc.stdout, proc.stderr, proc.stdin):
+            if stream is not None:
+                stream.close()
+        if slot is not None:
+            child.cpu_s = slot.cpu_s() if slot.cpu_s() is not None else child.cpu_s
+            slot.remove()
+    wall = time.monotonic() - start
+    status, detail = _classify(backend, child, ending, err, limits, slot)
+    return ExecutionResult(
+        status=status, returncode=child.returncode, stdout=out.text(), stderr=err.text(), wall_s=wall,
+        backend=backend, network_isolated=backend != "rlimit-only", cpu_s=child.cpu_s,
+        stdout_truncated=out.truncated, stderr_truncated=err.truncated, detail=detail,
+        processes_capped=slot is not None or os.geteuid() != 0)
+
+
+def _pump(child: _Child, out: _Capture, err: _Capture, deadline: float, flood: int,
+          stdin: str | None) -> str:
+    """Read both pipes until the program exits ("exited"), the deadline passes ("wall") or the
+    output floods ("flood"). A detached descendant holding the pipes open does not hold us up."""
+    if stdin is not None:
+        _feed_stdin(child.proc, stdin)
+    sel = selectors.DefaultSelector()
+    for stream, cap in ((child.proc.stdout, out), (child.proc.stderr, err)):
+        os.set_blocking(stream.fileno(), False)
+        sel.register(stream, selectors.EVENT_READ, cap)
+    exited_at: float | None = None
+    try:
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                return "wall"
+            if out.total + err.total > flood:
+                return "flood"
+            if exited_at is None and child.poll():
+                exited_at = now
+            if exited_at is not None and (not sel.get_map() or now - exited_at > _GRACE_AFTER_EXIT_S):
+                return "exited"
+            for key, _ in sel.select(timeout=min(0.05, deadline - now)):
+                chunk = os.read(key.fd, 1 << 16)
+                if chunk:
+                    key.data.add(chunk)
+                else:
+                    sel.unregister(key.fileobj)
+    finally:
+        sel.close()
+
+
+def _feed_stdin(proc: subprocess.Popen, text: str) -> None:
+    try:
+        proc.stdin.write(text.encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass  # the program did not read its input; that is its business
+
+
+def _kill_all(proc: subprocess.Popen, slot: CgroupSlot | None) -> None:
+    """SIGKILL the process group and every process in the run's cgroup (setsid escapees too)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is already gone
+    if slot is not None:
+        slot.kill_all()
+
+
+def _classify(backend: Backend, child: _Child, ending: str, err: _Capture, limits: Limits,
+              slot: CgroupSlot | None) -> tuple[Status, str]:
+    rc, cpu = child.returncode, child.cpu_s
+    if ending == "wall":
+        return "timeout", "wall-clock limit reached; process tree killed"
+    if ending == "flood":
+        return "failed", f"output exceeded {err.cap * _KILL_OUTPUT_FACTOR} bytes; process tree killed"
+    if rc == 0:
+        return "passed", ""
+    if err.text().startswith(_TOOL_PREFIXES) and not err.truncated:
+        return "error", "sandbox setup failed: " + err.text().strip().splitlines()[0][:300]
+    sig = iso.signal_of(backend, rc)
+    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu is not None and cpu >= limits.cpu_s - 0.05):
+        return "timeout", f"CPU-time limit of {limits.cpu_s} s reached"
+    if sig is not None:
+        oom = " (memory cgroup limit)" if slot is not None and slot.oom_killed() else ""
+        return "failed", f"killed by {signal.Signals(sig).name}{oom}"
+    return "failed", f"exit code {rc}"

@@ -1,0 +1,150 @@
+"""The sandbox's verdicts, limits and bookkeeping on every backend that works on this machine.
+
+Programs run only through `execute` (real subprocesses, real namespaces); nothing is mocked.
+Hostile programs (escapes, bombs) are in test_sandbox_hostile.py.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import tempfile
+
+import pytest
+
+from streamgen.scoring import sandbox
+from streamgen.scoring.sandbox import ExecutionResult, SandboxError, execute
+
+BACKENDS = sandbox.available_backends()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def run(program: str, backend: str, **kw) -> ExecutionResult:
+    kw.setdefault("timeout_s", 10)
+    return execute(program, backend=backend, **kw)
+
+
+def test_some_backend_is_available_and_bwrap_preferred() -> None:
+    assert BACKENDS, "no sandbox backend works here"
+    assert BACKENDS[-1] == "rlimit-only"
+    if "bwrap" in BACKENDS:
+        assert sandbox.select_backend() == "bwrap"
+
+
+def test_passed_captures_output(backend: str) -> None:
+    r = run("import sys\nprint('out', 6 * 7)\nprint('err', file=sys.stderr)", backend)
+    assert (r.status, r.returncode) == ("passed", 0)
+    assert r.stdout == "out 42\n" and r.stderr == "err\n"
+    assert r.backend == backend and not r.truncated
+    assert r.network_isolated == (backend != "rlimit-only")
+    assert 0 < r.wall_s < 10
+
+
+@pytest.mark.parametrize("program, code", [("import sys; sys.exit(3)", 3),
+                                           ("assert 1 == 2, 'nope'", 1),
+                                           ("def f(:\n", 1)])
+def test_failed_is_a_verdict_not_an_error(backend: str, program: str, code: int) -> None:
+    r = run(program, backend)
+    assert r.status == "failed" and r.returncode == code, r
+    assert "exit code" in r.detail
+
+
+def test_exception_traceback_is_in_stderr(backend: str) -> None:
+    r = run("raise KeyError('missing-key')", backend)
+    assert r.status == "failed"
+    assert "KeyError: 'missing-key'" in r.stderr
+
+
+def test_wall_timeout_kills_a_sleeper(backend: str) -> None:
+    r = run("import time\nprint('started', flush=True)\ntime.sleep(60)", backend, timeout_s=1.5)
+    assert r.status == "timeout" and "wall" in r.detail
+    assert r.stdout == "started\n"
+    assert 1.5 <= r.wall_s < 3.5
+
+
+def test_cpu_limit_is_a_timeout(backend: str) -> None:
+    r = run("while True:\n    pass", backend, timeout_s=8, cpu_s=1)
+    assert r.status == "timeout" and "CPU" in r.detail, r
+    assert r.wall_s < 8
+
+
+def test_memory_limit_fails_the_program(backend: str) -> None:
+    r = run("x = bytearray(3 << 30)\nprint('allocated')", backend, memory_bytes=1 << 30)
+    assert r.status == "failed" and "allocated" not in r.stdout
+    assert "MemoryError" in r.stderr
+
+
+def test_file_size_limit(backend: str) -> None:
+    prog = "open('big', 'wb').write(b'x' * (4 << 20))\nprint('wrote')"
+    r = run(prog, backend, file_size_bytes=1 << 20)
+    assert r.status == "failed" and "wrote" not in r.stdout
+    assert "File too large" in r.stderr or "SIGXFSZ" in r.detail
+
+
+def test_environment_is_scrubbed(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STREAMGEN_TEST_SECRET", "hunter2")
+    r = run("import os\nprint(sorted(os.environ))\nprint(os.environ.get('STREAMGEN_TEST_SECRET'))", backend)
+    assert r.status == "passed"
+    assert "hunter2" not in r.stdout and "STREAMGEN_TEST_SECRET" not in r.stdout
+    assert "PATH" in r.stdout and "HOME" in r.stdout
+
+
+def test_files_stdin_and_cwd(backend: str) -> None:
+    prog = "import sys\nprint(open('data/in.txt').read().strip(), sys.stdin.read().strip())"
+    r = run(prog, backend, files={"data/in.txt": "from-file"}, stdin="from-stdin\n")
+    assert r.status == "passed" and r.stdout == "from-file from-stdin\n"
+
+
+def test_work_dir_is_fresh_and_removed(backend: str) -> None:
+    pattern = os.path.join(tempfile.gettempdir(), "streamgen-sbx-*")
+    before = set(glob.glob(pattern))
+    prog = "import os\nprint(sorted(os.listdir('.')))\nopen('left-behind', 'w').write('x')"
+    first = run(prog, backend)
+    second = run(prog, backend)
+    assert first.stdout == second.stdout == "['main.py']\n"
+    assert set(glob.glob(pattern)) == before
+
+
+def test_output_is_capped(backend: str) -> None:
+    r = run("print('y' * 20_000)", backend, max_output_bytes=1000)
+    assert r.status == "passed"
+    assert len(r.stdout) == 1000 and r.stdout_truncated and not r.stderr_truncated
+
+
+def test_missing_interpreter_is_an_error_not_a_failure(backend: str) -> None:
+    r = run("print(1)", backend, python="/nonexistent/bin/python3")
+    assert r.status == "error" and "interpreter" in r.detail
+
+
+def test_interpreter_is_configurable(backend: str) -> None:
+    r = run("import sys\nprint(sys.executable, sys.flags.isolated)", backend, python=sys.executable)
+    assert r.status == "passed"
+    assert r.stdout.split() == [sys.executable, "1"]
+
+
+def test_bad_arguments_raise() -> None:
+    with pytest.raises(SandboxError, match="unknown sandbox backend"):
+        execute("pass", timeout_s=1, backend="docker")  # type: ignore[arg-type]
+    with pytest.raises(SandboxError, match="timeout_s"):
+        execute("pass", timeout_s=0)
+    with pytest.raises(SandboxError, match="escapes"):
+        execute("pass", timeout_s=1, files={"../x": ""})
+
+
+@pytest.mark.parametrize("ns_backend", [b for b in BACKENDS if b != "rlimit-only"])
+def test_sandbox_tool_failure_is_an_error(ns_backend: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """An interpreter the host sees but the sandbox hides (under the private /tmp): the launcher
+    inside cannot exec it, which is the sandbox's failure (`error`), not the program's."""
+    hidden = tempfile.mkdtemp(prefix="sg-hidden-", dir="/tmp")
+    try:
+        os.symlink(sys.executable, os.path.join(hidden, "python3"))
+        r = execute("print(1)", timeout_s=5, backend=ns_backend, python=os.path.join(hidden, "python3"))
+    finally:
+        os.unlink(os.path.join(hidden, "python3"))
+        os.rmdir(hidden)
+    assert r.status == "error" and "sandbox setup failed" in r.detail, r
