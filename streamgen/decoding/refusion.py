@@ -1,0 +1,466 @@
+"""ReFusion: slot-based masked diffusion on a causal model, with an autoregressive verifier.
+
+One set of causal weights plays two roles (reference/decoders.md §2): fed the mask token, the logits
+at a position predict THAT position (a masked-diffusion "plan"); fed clean tokens, the logits at
+``i-1`` predict token ``i`` (an autoregressive "verifier"). Committed tokens sit in the KV cache in
+*generation order* with RoPE positions equal to their original answer index, so their KV is exact.
+
+One round over the masked slots of the current block:
+
+1. plan: one forward over every masked slot (mask ids, original positions) on top of the committed
+   cache; draft = argmax per position; a slot's confidence is its first token's. Choose the slots
+   above ``slot_threshold``, else the single most confident one.
+2. verify: one forward over the chosen drafts in position order; shifted probabilities; a slot's
+   first token always passes, the others need ``> token_threshold``; cumulative acceptance. Fully
+   covered leading slots are committed with the KV of this pass.
+3. infill (only when no slot was covered): per chosen slot, in parallel as a batch, alternate a
+   prediction forward (unverified positions masked) and a verification forward until every position
+   is verified; the token after the last verified one always passes, so each pair makes progress.
+
+EOS in an accepted run ends the answer there; the answer is the committed tokens sorted by position.
+Every model call goes through :class:`ForwardMeter`. Streaming (``ReFusionSession.step``): one
+causal verify forward over request + draft (positional order), accept the leading run, then the
+remaining positions are masked slots again. The residual minimum is 3 forwards (docs/diffusion.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import torch
+
+from streamgen.config import ConfigError, ModelConfig
+from streamgen.decoding.autoregressive import AutoregressiveDecoder
+from streamgen.decoding.base import (
+    AcceptanceRule,
+    ForwardMeter,
+    Generation,
+    Message,
+    StepResult,
+    Verification,
+    accepted_length,
+)
+
+log = logging.getLogger(__name__)
+
+REFUSION_MASK_TOKEN = "<|mask|>"  # id 151670 in GSAI-ML/ReFusion
+
+
+@dataclass(frozen=True)
+class ReFusionSettings:
+    """Decode settings (``decoding:`` in the model YAML). Defaults: the reference's GSM8K/HumanEval row."""
+
+    slot_size: int = 32
+    block_length: int = 128
+    slot_threshold: float = 0.9
+    token_threshold: float = 0.4
+    gen_length: int | None = None  # answer buffer; capped by the decoder's max_new_tokens (benchmark budget)
+    mask_token_id: int | None = None  # None: the tokenizer's <|mask|>
+    per_benchmark: dict[str, dict[str, Any]] = field(default_factory=dict)  # overrides by benchmark name
+
+
+REFERENCE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gsm8k": {}, "humaneval": {}, "mbpp": {"token_threshold": 0.3},
+    "minerva_math": {"block_length": 64, "slot_threshold": 0.8, "token_threshold": 0.6},
+    "gpqa": {"slot_size": 8, "block_length": 16, "slot_threshold": 0.8, "token_threshold": 0.2},
+    "arc_challenge": {"slot_size": 8, "block_length": 8, "slot_threshold": 0.8, "token_threshold": 0.1},
+    "mmlu_pro": {"slot_size": 16},
+}
+"""ReFusion's eval.sh settings per task (slot, block = 512/blocks, τ_slot, τ_tok), gen length 512."""
+
+
+def settings_from(decoding: dict[str, Any], family: str = "refusion") -> ReFusionSettings:
+    """Parse ``cfg.decoding``; unknown keys and bad values raise one :class:`ConfigError`."""
+    known = {f.name for f in fields(ReFusionSettings)}
+    problems = [f"decoding.{k} is not a {family} setting: known are {sorted(known)}" for k in decoding if k not in known]
+    if problems:
+        raise ConfigError(problems)
+    s = ReFusionSettings(**decoding)
+    for name in ("slot_threshold", "token_threshold"):
+        if not 0.0 <= getattr(s, name) <= 1.0:
+            problems.append(f"decoding.{name}={getattr(s, name)} must be in [0, 1]")
+    if s.slot_size < 1 or s.block_length < s.slot_size:
+        problems.append(f"decoding.slot_size={s.slot_size} must be ≥ 1 and ≤ block_length={s.block_length}")
+    if s.gen_length is not None and s.gen_length < 1:
+        problems.append(f"decoding.gen_length={s.gen_length} must be ≥ 1")
+    if problems:
+        raise ConfigError(problems)
+    return s
+
+
+# --------------------------------------------------------------------------------------------
+# Committed key/value tensors (batch 1), independent of transformers' cache classes
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KV:
+    """Per-layer (keys, values), each (batch, heads, tokens, head_dim)."""
+
+    layers: tuple[tuple[torch.Tensor, torch.Tensor], ...]
+
+    @property
+    def length(self) -> int:
+        return int(self.layers[0][0].shape[-2]) if self.layers else 0
+
+    def to_cache(self, batch: int = 1) -> Any:
+        """A fresh DynamicCache holding these tensors, repeated ``batch`` times along the batch axis."""
+        from transformers import DynamicCache
+
+        if not self.layers:
+            return DynamicCache()
+        return DynamicCache(ddp_cache_data=[(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1))
+                                            for k, v in self.layers])
+
+    @staticmethod
+    def from_cache(cache: Any, start: int, stop: int, row: int = 0) -> KV:
+        return KV(tuple((lay.keys[row:row + 1, :, start:stop], lay.values[row:row + 1, :, start:stop])
+                        for lay in cache.layers))
+
+    def cat(self, *others: KV) -> KV:
+        parts = [p for p in (self, *others) if p.layers]
+        if not parts:
+            return self
+        return KV(tuple((torch.cat([p.layers[i][0] for p in parts], -2), torch.cat([p.layers[i][1] for p in parts], -2))
+                        for i in range(len(parts[0].layers))))
+
+    def crop(self, keep: int) -> KV:
+        return KV(tuple((k[:, :, :keep], v[:, :, :keep]) for k, v in self.layers))
+
+
+EMPTY_KV = KV(())
+
+
+@dataclass
+class SlotState:
+    """Committed answer tokens by position, their KV (prompt first, then generation order)."""
+
+    prompt: list[int]
+    kv: KV = EMPTY_KV
+    answer: dict[int, int] = field(default_factory=dict)  # answer position → token
+    order: list[int] = field(default_factory=list)  # answer positions in commit (= KV) order
+    eos_pos: int | None = None
+
+    def commit(self, positions: Sequence[int], tokens: Sequence[int], kv: KV, eos_ids: frozenset[int]) -> None:
+        self.kv = self.kv.cat(kv)
+        for p, t in zip(positions, tokens, strict=True):
+            self.answer[p] = int(t)
+            self.order.append(p)
+            if t in eos_ids and (self.eos_pos is None or p < self.eos_pos):
+                self.eos_pos = p
+
+    def tokens(self, gen_length: int) -> list[int]:
+        """The answer in positional order, through the first EOS (inclusive)."""
+        end = gen_length if self.eos_pos is None else self.eos_pos + 1
+        return [self.answer[p] for p in range(end)]
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    slots: list[list[int]]  # chosen slots (answer positions), in position order
+    drafts: list[list[int]]  # plan argmax per chosen slot
+
+
+class SlotEngine:
+    """The ReFusion round loop over a :class:`SlotState`; every model call is one metered forward."""
+
+    def __init__(self, model: Any, settings: ReFusionSettings, mask_id: int, eos_ids: frozenset[int],
+                 meter: ForwardMeter, device: torch.device) -> None:
+        self.model, self.s, self.mask_id, self.eos_ids = model, settings, mask_id, eos_ids
+        self.meter, self.device = meter, device
+
+    # -- model call ----------------------------------------------------------------------------
+
+    def forward(self, state: SlotState, rows: list[list[int]], positions: list[list[int]], kind: str,
+                with_prompt: bool = False) -> tuple[torch.Tensor, Any]:
+        """ONE forward of ``rows`` (answer positions) on top of the committed KV (batch = rows)."""
+        p = len(state.prompt)
+        ids = [(state.prompt if with_prompt else []) + r for r in rows]
+        pos = [(list(range(p)) if with_prompt else []) + [p + q for q in qs] for qs in positions]
+        cache = state.kv.to_cache(len(rows))
+        input_ids = torch.tensor(ids, dtype=torch.long, device=self.device)
+        position_ids = torch.tensor(pos, dtype=torch.long, device=self.device)
+        with self.meter.call(kind, input_ids.numel()):
+            out = self.model(input_ids=input_ids, position_ids=position_ids, cache=cache, use_cache=True)
+        return out.logits.float(), cache
+
+    # -- the round -----------------------------------------------------------------------------
+
+    def plan(self, state: SlotState, slots: list[list[int]]) -> _Chosen:
+        flat = [q for s in slots for q in s]
+        first = not state.kv.layers
+        logits, cache = self.forward(state, [[self.mask_id] * len(flat)], [flat], "plan", with_prompt=first)
+        if first:  # this pass was also the prompt prefill: keep the prompt's KV, drop the masks'
+            state.kv = KV.from_cache(cache, 0, len(state.prompt))
+            logits = logits[:, len(state.prompt):]
+        logits[..., self.mask_id] = float("-inf")
+        probs = logits[0].softmax(-1)
+        conf, x0 = probs.max(-1)
+        starts = [0]
+        for s in slots[:-1]:
+            starts.append(starts[-1] + len(s))
+        slot_conf = [float(conf[i]) for i in starts]
+        chosen = [j for j, c in enumerate(slot_conf) if c > self.s.slot_threshold]
+        if not chosen:
+            chosen = [max(range(len(slots)), key=lambda j: slot_conf[j])]
+        return _Chosen([slots[j] for j in chosen],
+                       [[int(t) for t in x0[starts[j]:starts[j] + len(slots[j])]] for j in chosen])
+
+    def _eos_cut(self, tokens: Sequence[int]) -> int | None:
+        return next((i for i, t in enumerate(tokens) if t in self.eos_ids), None)
+
+    def verify_and_commit(self, state: SlotState, ch: _Chosen) -> list[int] | None:
+        """Global AR verification of the chosen drafts; commits covered slots, else returns per-slot
+        verified lengths for the infill."""
+        flat = [t for d in ch.drafts for t in d]
+        pos = [q for s in ch.slots for q in s]
+        logits, cache = self.forward(state, [flat], [pos], "verify")
+        probs = logits[0].softmax(-1)
+        slot_first, i = set(), 0
+        for s in ch.slots:
+            slot_first.add(i)
+            i += len(s)
+        ok = [j in slot_first or float(probs[j - 1, flat[j]]) > self.s.token_threshold for j in range(len(flat))]
+        accepted = next((j for j, v in enumerate(ok) if not v), len(flat))
+        eos = self._eos_cut(flat[:accepted])
+        covered, end = 0, 0
+        for s in ch.slots:
+            if end + len(s) > accepted:
+                break
+            covered, end = covered + 1, end + len(s)
+        if eos is not None:
+            end = eos + 1
+        elif covered == 0:
+            return self._per_slot_verified(ok, ch)
+        base = state.kv.length
+        state.commit(pos[:end], flat[:end], KV.from_cache(cache, base, base + end), self.eos_ids)
+        return None
+
+    @staticmethod
+    def _per_slot_verified(ok: list[bool], ch: _Chosen) -> list[int]:
+        out, i = [], 0
+        for s in ch.slots:
+            run = ok[i:i + len(s)]
+            out.append(next((j for j, v in enumerate(run) if not v), len(run)))
+            i += len(s)
+        return out
+
+    def infill(self, state: SlotState, ch: _Chosen, verified: list[int]) -> None:
+        """Parallel in-slot infill: prediction + verification forwards until every slot is verified."""
+        rows = [list(d) for d in ch.drafts]
+        width = max(len(s) for s in ch.slots)
+        pad = lambda r: r + [self.mask_id] * (width - len(r))  # noqa: E731  (right padding: causally inert)
+        positions = [s + [s[-1] + 1 + j for j in range(width - len(s))] for s in ch.slots]
+        live = list(range(len(rows)))  # slots still in play (an EOS drops the slots after it)
+        while True:
+            if any(verified[j] < len(rows[j]) for j in live):
+                inp = [pad([t if q < verified[j] else self.mask_id for q, t in enumerate(rows[j])]) for j in live]
+                logits, _ = self.forward(state, inp, [positions[j] for j in live], "infill_predict")
+                logits[..., self.mask_id] = float("-inf")
+                for b, j in enumerate(live):
+                    for q in range(verified[j], len(rows[j])):
+                        rows[j][q] = int(logits[b, q].argmax())
+            logits, cache = self.forward(state, [pad(rows[j]) for j in live], [positions[j] for j in live],
+                                         "infill_verify")
+            probs = logits.softmax(-1)
+            for b, j in enumerate(live):
+                v = min(verified[j] + 1, len(rows[j]))  # the token after the verified run always passes
+                while v < len(rows[j]) and float(probs[b, v - 1, rows[j][v]]) > self.s.token_threshold:
+                    v += 1
+                verified[j] = max(v, 1)
+            live = self._drop_after_eos(live, rows, verified)
+            if all(verified[j] >= len(rows[j]) for j in live):
+                break
+        self._commit_infill(state, ch, rows, live, cache)
+
+    def _drop_after_eos(self, live: list[int], rows: list[list[int]], verified: list[int]) -> list[int]:
+        for b, j in enumerate(live):
+            cut = self._eos_cut(rows[j][:verified[j]])
+            if cut is not None:
+                rows[j] = rows[j][:cut + 1]
+                verified[j] = len(rows[j])
+                return live[:b + 1]
+        return live
+
+    def _commit_infill(self, state: SlotState, ch: _Chosen, rows: list[list[int]], live: list[int], cache: Any) -> None:
+        base = state.kv.length
+        for b, j in enumerate(live):  # KV of each row was computed without the other chosen slots
+            n = len(rows[j])
+            state.commit(ch.slots[j][:n], rows[j], KV.from_cache(cache, base, base + n, row=b), self.eos_ids)
+
+    def round(self, state: SlotState, slots: list[list[int]]) -> None:
+        ch = self.plan(state, slots)
+        verified = self.verify_and_commit(state, ch)
+        if verified is not None:
+            self.infill(state, ch, verified)
+
+    def decode(self, state: SlotState, gen_length: int) -> None:
+        """Fill every uncommitted position, block by block, until EOS or ``gen_length``."""
+        block = min(self.s.block_length, gen_length)
+        for start in range(0, gen_length, block):
+            while True:
+                limit = min(start + block, gen_length if state.eos_pos is None else state.eos_pos)
+                free = [p for p in range(start, limit) if p not in state.answer]
+                if not free:
+                    break
+                self.round(state, _slots(free, self.s.slot_size))
+            if state.eos_pos is not None:
+                return
+
+
+def _slots(free: list[int], k: int) -> list[list[int]]:
+    """Split uncommitted positions into slots of ``k`` consecutive positions (runs never merge)."""
+    out: list[list[int]] = []
+    for p in free:
+        if out and p == out[-1][-1] + 1 and len(out[-1]) < k:
+            out[-1].append(p)
+        else:
+            out.append([p])
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Decoder and stream session
+# --------------------------------------------------------------------------------------------
+
+
+def causal_verification(logits: torch.Tensor, prompt_len: int, draft: Sequence[int]) -> Verification:
+    """Scores of ``draft`` from ONE causal forward over prompt + draft: logits at ``i-1`` score token ``i``."""
+    n = len(draft)
+    probs = logits[prompt_len - 1:prompt_len - 1 + n].float().softmax(-1)
+    idx = torch.tensor(list(draft), dtype=torch.long, device=probs.device)
+    return Verification(tuple(int(t) for t in probs.argmax(-1)),
+                        tuple(float(p) for p in probs.gather(-1, idx[:, None])[:, 0]))
+
+
+class ReFusionDecoder:
+    """Slot-based diffusion decoding with an autoregressive verifier, behind the Decoder protocol."""
+
+    family = "refusion"
+    min_residual_forwards = 3  # verify + one plan/verify round (docs/diffusion.md)
+
+    def __init__(self, model: Any, tokenizer: Any, settings: ReFusionSettings, *, max_new_tokens: int = 256,
+                 device: str = "cpu", text: AutoregressiveDecoder | None = None) -> None:
+        # The AR decoder supplies request rendering, EOS ids, the context check and the meter.
+        self.text = text or AutoregressiveDecoder(model, tokenizer, max_new_tokens=max_new_tokens, device=device)
+        self.model, self.tokenizer, self.settings = model, tokenizer, settings
+        self.max_new_tokens = int(max_new_tokens)
+        # the answer never exceeds the benchmark's budget; gen_length can only shorten it
+        self.gen_length = min(int(settings.gen_length or max_new_tokens), int(max_new_tokens))
+        self.meter = self.text.meter
+        self.eos_ids = frozenset(self.text.eos_token_ids)
+        self.mask_id = resolve_mask_id(tokenizer, settings.mask_token_id)
+        self.engine = SlotEngine(model, settings, self.mask_id, self.eos_ids, self.meter, torch.device(device))
+
+    def for_benchmark(self, benchmark: str) -> ReFusionDecoder:
+        """A decoder with ``per_benchmark[benchmark]`` applied (same model and meter)."""
+        extra = self.settings.per_benchmark.get(benchmark)
+        if not extra:
+            return self
+        return ReFusionDecoder(self.model, self.tokenizer, replace(self.settings, **extra),
+                               max_new_tokens=self.max_new_tokens, device=str(self.engine.device), text=self.text)
+
+    def count_request_tokens(self, messages: Sequence[Message]) -> int:
+        return self.text.count_request_tokens(messages)
+
+    def decode_text(self, token_ids: Sequence[int]) -> str:
+        return self.text.decode_text(token_ids)
+
+    def content(self, draft: Sequence[int]) -> list[int]:
+        """The draft's text tokens: cut before its first EOS and to the generation length.
+
+        The EOS is never verified: whether the answer ends is decided by a plan/verify round, which is
+        why the residual minimum is 3 (and why it is reached by a fully accepted draft)."""
+        out: list[int] = []
+        for t in draft[: self.gen_length]:
+            if int(t) in self.eos_ids:
+                break
+            out.append(int(t))
+        return out
+
+    def _generation(self, state: SlotState, span: Any) -> Generation:
+        tokens = state.tokens(self.gen_length)
+        return Generation(tuple(tokens), self.decode_text(tokens), state.eos_pos is not None, span.wall_s, span.meter)
+
+    @torch.inference_mode()
+    def generate(self, messages: Sequence[Message]) -> Generation:
+        """Base run: the whole request from scratch (the first plan forward is also the prefill)."""
+        prompt = self.text.render(messages)
+        self.text.check_fits(len(prompt))
+        with self.meter.span() as span:
+            state = SlotState(prompt)
+            self.engine.decode(state, self.gen_length)
+        return self._generation(state, span)
+
+    @torch.inference_mode()
+    def score(self, messages: Sequence[Message], draft: Sequence[int]) -> tuple[Verification, SlotState]:
+        """ONE causal verify forward over request + draft (positional order); the returned state holds
+        the KV of the request and the whole draft (crop it to what is accepted)."""
+        state = SlotState(self.text.render(messages))
+        self.text.check_fits(len(state.prompt))
+        logits, cache = self.engine.forward(state, [list(draft)], [list(range(len(draft)))], "verify_stream",
+                                            with_prompt=True)
+        state.kv = KV.from_cache(cache, 0, len(state.prompt) + len(draft))
+        return causal_verification(logits[0], len(state.prompt), draft), state
+
+    def open_stream(self) -> ReFusionSession:
+        return ReFusionSession(self)
+
+
+class ReFusionSession:
+    """One example's stream run: verify (1 forward) → accept the leading run → re-mask the rest."""
+
+    def __init__(self, decoder: ReFusionDecoder) -> None:
+        self.decoder = decoder
+
+    @torch.inference_mode()
+    def step(self, messages: Sequence[Message], draft: Sequence[int], rule: AcceptanceRule) -> StepResult:
+        d = self.decoder
+        content = d.content(draft)
+        with d.meter.span() as span:
+            if content:
+                verification, state = d.score(messages, content)
+                # cap: at least one position is regenerated, so a round always follows the verify
+                accepted = min(accepted_length(content, verification, rule), d.gen_length - 1)
+                state.kv = state.kv.crop(len(state.prompt) + accepted)
+                for j in range(accepted):
+                    state.answer[j] = content[j]
+                    state.order.append(j)
+            else:
+                state, accepted, verification = SlotState(d.text.render(messages)), 0, None
+            d.engine.decode(state, d.gen_length)
+        answer = d._generation(state, span)
+        extra = {} if verification is None else {"verify_median_prob": _median(verification.probs)}
+        return StepResult(len(draft), accepted, len(answer.token_ids) - accepted, answer, extra)
+
+    def close(self) -> None:
+        return None
+
+
+def _median(values: Sequence[float]) -> float:
+    v = sorted(values)
+    n = len(v)
+    return float("nan") if n == 0 else (v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2]))
+
+
+def resolve_mask_id(tokenizer: Any, configured: int | None) -> int:
+    """The mask token id: ``decoding.mask_token_id`` if set, else the tokenizer's ``<|mask|>``."""
+    if configured is not None:
+        return int(configured)
+    for cand in (getattr(tokenizer, "mask_token_id", None), tokenizer.convert_tokens_to_ids(REFUSION_MASK_TOKEN)):
+        if isinstance(cand, int) and cand != getattr(tokenizer, "unk_token_id", None):
+            return cand
+    raise ConfigError([f"the tokenizer has no {REFUSION_MASK_TOKEN} token: set decoding.mask_token_id in the "
+                       "model YAML (151670 for GSAI-ML/ReFusion)"])
+
+
+def build_decoder(cfg: ModelConfig, model: Any, tokenizer: Any, device: str, max_new_tokens: int) -> ReFusionDecoder:
+    """Family entry point used by :func:`streamgen.models.load_decoder` (ReFusion loads as a Qwen3)."""
+    text = AutoregressiveDecoder(model, tokenizer, max_new_tokens=max_new_tokens, device=device,
+                                 max_context=cfg.max_context, chat_template_kwargs=cfg.chat_template_kwargs,
+                                 system_prompt=cfg.system_prompt)
+    return ReFusionDecoder(model, tokenizer, settings_from(dict(cfg.decoding)), max_new_tokens=max_new_tokens,
+                           device=device, text=text)

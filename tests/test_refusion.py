@@ -1,0 +1,168 @@
+"""ReFusion slot decoding on a tiny seeded Qwen3: slot bookkeeping, KV exactness, EOS, forward counts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from streamgen.config import ConfigError, model_config
+from streamgen.decoding.base import Greedy, Threshold
+from streamgen.decoding.refusion import (
+    KV,
+    ReFusionDecoder,
+    ReFusionSettings,
+    SlotState,
+    settings_from,
+)
+from streamgen.models import load_decoder, tiny_model
+from streamgen.tokenizers import tiny_tokenizer
+
+MASK = 511
+G = 32  # generation length: 2 blocks of 16, slots of 4
+MSGS = [{"role": "user", "content": "Write a Python function that returns the sum of a list."}]
+OTHER = [{"role": "user", "content": "Can you explain how a hash table works? Make it short."}]
+ADDS = [{"role": "user", "content": "Write a function that adds two numbers."}]
+
+
+def _model(seed: int = 0, eos: str = "keep"):
+    """Tiny Qwen3; ``eos='never'`` zeroes EOS's output row (random logits elsewhere beat 0)."""
+    model = tiny_model("qwen3", seed=seed)
+    eos_id = tiny_tokenizer().eos_token_id
+    with torch.no_grad():
+        w = model.lm_head.weight
+        if eos == "never":
+            w[eos_id].zero_()
+    return model
+
+
+def _decoder(model, slot_t=0.9, tok_t=0.4, **kw) -> ReFusionDecoder:
+    s = ReFusionSettings(slot_size=4, block_length=16, slot_threshold=slot_t, token_threshold=tok_t,
+                         mask_token_id=MASK, **kw)
+    return ReFusionDecoder(model, tiny_tokenizer(), s, max_new_tokens=G)
+
+
+def _fresh_prefill_kv(d: ReFusionDecoder, state: SlotState) -> KV:
+    """KV of one plain causal prefill of prompt + committed tokens in generation order."""
+    p = len(state.prompt)
+    ids = state.prompt + [state.answer[q] for q in state.order]
+    pos = list(range(p)) + [p + q for q in state.order]
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    with torch.no_grad():
+        d.model(input_ids=torch.tensor([ids]), position_ids=torch.tensor([pos]), cache=cache, use_cache=True)
+    return KV.from_cache(cache, 0, len(ids))
+
+
+def _decode_state(d: ReFusionDecoder, messages=MSGS) -> SlotState:
+    state = SlotState(d.text.render(messages))
+    with torch.no_grad():
+        d.engine.decode(state, d.gen_length)
+    return state
+
+
+@pytest.mark.parametrize("slot_t,tok_t", [(1.0, 0.0), (1.0, 1.0)])
+def test_answer_is_ordered_by_original_position_and_kv_matches_prefill(slot_t, tok_t):
+    """One most-confident slot per round (τ_slot=1): slots commit out of order; the answer is
+    assembled by position, and the committed KV equals a fresh prefill (verify and infill commits)."""
+    d = _decoder(_model(eos="never"), slot_t, tok_t)
+    state = _decode_state(d)
+    assert state.order != sorted(state.order), "this seed should commit slots out of order"
+    assert sorted(state.order) == list(range(G))
+    gen = d.generate(MSGS)
+    assert list(gen.token_ids) == [state.answer[q] for q in range(G)]
+    assert not gen.finished
+    fresh = _fresh_prefill_kv(d, state)
+    assert state.kv.length == fresh.length == len(state.prompt) + G
+    for (k, v), (fk, fv) in zip(state.kv.layers, fresh.layers, strict=True):
+        assert torch.allclose(k, fk, atol=1e-4) and torch.allclose(v, fv, atol=1e-4)
+
+
+def test_eos_truncates_the_answer():
+    d = _decoder(_model(), 0.9, 0.4)  # seed 0 emits EOS inside the second block for this request
+    gen = d.generate(ADDS)
+    eos = d.tokenizer.eos_token_id
+    assert gen.finished and gen.token_ids[-1] == eos
+    assert eos not in gen.token_ids[:-1] and len(gen.token_ids) < G
+    assert "<|im_end|>" not in gen.text
+
+
+def test_slot_state_truncates_at_first_eos_by_position():
+    st = SlotState([1, 2])
+    empty = KV(())
+    st.commit([4, 5, 6, 7], [10, 2, 11, 12], empty, frozenset({2}))  # EOS at position 5
+    st.commit([0, 1, 2, 3], [20, 21, 22, 23], empty, frozenset({2}))
+    assert st.tokens(G) == [20, 21, 22, 23, 10, 2]
+
+
+@pytest.mark.parametrize("slot_t,tok_t,expected", [
+    (0.0, 0.0, 4),    # every slot chosen and accepted: plan + verify per block
+    (1.0, 0.0, 16),   # one slot per round, accepted: 2 per slot
+    (1.0, 1.0, 64),   # nothing passes τ_tok: plan + verify + (k-1) infill pairs = 2k per slot
+])
+def test_forward_counts_follow_the_round_structure(slot_t, tok_t, expected):
+    d = _decoder(_model(eos="never"), slot_t, tok_t)
+    assert d.generate(MSGS).forwards == expected
+
+
+@pytest.mark.parametrize("seed,base,stream", [(0, 50, 51), (1, 64, 65)])
+def test_golden_forward_counts_reference_thresholds(seed, base, stream):
+    """Pinned counts at τ 0.9/0.4 (seed 0 ends in EOS at position 16; seed 1 runs to the limit)."""
+    d = _decoder(_model(seed), 0.9, 0.4)
+    assert d.generate(ADDS).forwards == base
+    res = d.open_stream().step(ADDS, d.generate(OTHER).token_ids, Threshold(0.01))
+    assert res.accepted_tokens == 0 and res.answer.forwards == stream
+
+
+def test_every_call_is_metered_with_tokens_fed():
+    d = _decoder(_model(eos="never"), 1.0, 1.0)
+    d.generate(MSGS)
+    kinds = [c.kind for c in d.meter.calls]
+    assert set(kinds) == {"plan", "verify", "infill_predict", "infill_verify"}
+    assert kinds.count("infill_predict") == kinds.count("infill_verify")
+    assert d.meter.calls[0].tokens_fed == len(d.text.render(MSGS)) + 16  # first plan carries the prompt
+
+
+@pytest.mark.parametrize("rule", [Greedy(), Threshold(0.5), Threshold(0.0)])
+def test_residual_at_least_three(rule):
+    d = _decoder(_model(), 0.9, 0.4)
+    session = d.open_stream()
+    first = session.step(OTHER, [], rule)
+    for draft in (first.answer.token_ids, list(range(3, 40)), [d.tokenizer.eos_token_id]):
+        res = session.step(MSGS, draft, rule)
+        assert res.answer.forwards >= d.min_residual_forwards == 3
+
+
+def test_fully_accepted_draft_costs_exactly_the_minimum():
+    d = _decoder(_model(eos="never"), 0.9, 0.4)
+    draft = d.generate(MSGS).token_ids
+    assert len(draft) == G
+    res = d.open_stream().step(MSGS, draft, Threshold(0.0))
+    assert res.accepted_tokens == G - 1 and res.answer.forwards == 3
+    assert list(res.answer.token_ids[:G - 1]) == list(draft[:G - 1])
+    assert res.draft_tokens_in == G and res.generated_tokens == 1
+
+
+def test_stream_step_keeps_the_accepted_prefix():
+    d = _decoder(_model(), 0.9, 0.4)
+    draft = d.generate(OTHER).token_ids
+    verification, _ = d.score(MSGS, d.content(draft))
+    rule = Threshold(0.05)
+    res = d.open_stream().step(MSGS, draft, rule)
+    n = res.accepted_tokens
+    assert all(p >= 0.05 for p in verification.probs[:n])
+    assert n == len(d.content(draft)) or verification.probs[n] < 0.05
+    assert list(res.answer.token_ids[:n]) == list(draft[:n])
+
+
+def test_settings_validation_and_config_loading():
+    with pytest.raises(ConfigError, match="slot_sise"):
+        settings_from({"slot_sise": 4})
+    with pytest.raises(ConfigError, match="token_threshold"):
+        settings_from({"token_threshold": 1.5})
+    d = load_decoder(model_config("tiny-refusion"), max_new_tokens=24)
+    assert d.family == "refusion" and d.gen_length == 24 and d.mask_id == MASK
+    assert d.for_benchmark("mbpp") is d
+    big = settings_from(dict(model_config("refusion-8b").decoding))
+    assert (big.slot_size, big.block_length, big.gen_length, big.mask_token_id) == (32, 128, 512, 151670)
+    assert big.per_benchmark["mbpp"]["token_threshold"] == 0.3
