@@ -1,0 +1,253 @@
+"""A Ray cluster over one job allocation: the head on rank 0, one worker per other rank.
+
+Used by :mod:`jobs.slurm` inside a submitit job (Slurm, local or debug executor alike):
+
+- rank 0 starts ``ray start --head --block`` in its own session, publishes ``host:port`` in a file
+  in the job's log folder (shared file system), waits until every node has joined, runs the driver;
+- every other rank waits for that file, runs ``ray start --address=... --block`` and stays until
+  rank 0 writes the ``done`` file (or its own Ray dies).
+
+CPU and GPU counts come from the allocation (``SLURM_CPUS_PER_TASK``, ``SLURM_GPUS_ON_NODE`` /
+``CUDA_VISIBLE_DEVICES``), never from the machine: Ray otherwise sees the whole node (ray #13607).
+A one-node job uses 127.0.0.1 with the loopback settings of :mod:`jobs.ray_env`; a multi-node job
+listens on the node's own address. All ports are picked free, so several jobs (or other people's
+Ray) can share a node. The Ray processes ignore SIGUSR2: Slurm signals every process of the step
+on preemption, and only the driver must act on it (checkpoint and requeue).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs import ray_env
+from streamgen.config import RayConfig
+
+log = logging.getLogger(__name__)
+
+JOIN_TIMEOUT_S = 120.0
+
+
+class RayBootstrapError(RuntimeError):
+    """Ray could not be started or joined inside the allocation; the message names the log to read."""
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What this task of the job was given: its rank, the node count, and its CPUs and GPUs."""
+
+    job_id: str
+    rank: int
+    num_nodes: int
+    num_cpus: int
+    num_gpus: int
+    folder: Path  # shared log folder of the job
+
+    @property
+    def is_head(self) -> bool:
+        return self.rank == 0
+
+
+def allocation_from_env(folder: Path, ray_cfg: RayConfig, default_cpus: int) -> Allocation:
+    """Read the allocation from submitit's job environment and Slurm's variables.
+
+    ``ray_cfg.num_cpus`` / ``num_gpus``, when set, win (e.g. fewer CPUs for Ray than the task has).
+    """
+    import submitit
+
+    env = submitit.JobEnvironment()
+    cpus = _int_env("SLURM_CPUS_PER_TASK") or _int_env("SLURM_CPUS_ON_NODE") or default_cpus
+    gpus = _int_env("SLURM_GPUS_ON_NODE")
+    if gpus is None:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        gpus = len([d for d in visible.split(",") if d.strip()])
+    return Allocation(
+        job_id=str(env.job_id),
+        rank=env.global_rank,
+        num_nodes=env.num_nodes,
+        num_cpus=ray_cfg.num_cpus if ray_cfg.num_cpus is not None else cpus,
+        num_gpus=ray_cfg.num_gpus if ray_cfg.num_gpus is not None else gpus,
+        folder=folder,
+    )
+
+
+def _int_env(name: str) -> int | None:
+    value = os.environ.get(name, "").split("(")[0]  # e.g. SLURM_CPUS_ON_NODE or '2(x3)'
+    return int(value) if value.isdigit() else None
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def node_ip(num_nodes: int) -> str:
+    """Loopback for a one-node job (nothing leaves the machine), else this node's address."""
+    if num_nodes == 1:
+        return ray_env.LOOPBACK
+    return socket.gethostbyname(socket.gethostname())
+
+
+def _ignore_usr2() -> None:  # runs in the child before exec; inherited by all Ray processes
+    os.setsid()
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+
+
+@dataclass
+class RayProcess:
+    """One ``ray start --block`` process group we own."""
+
+    popen: subprocess.Popen[bytes]
+    address: str
+    log_path: Path
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self) -> None:
+        """Stop ``ray start`` (it drains and stops its daemons), then kill whatever is left of the group.
+
+        Signalling the whole group at once would kill the GCS first and make the drain wait 30 s.
+        """
+        if self.alive():
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                log.warning("Ray node %s did not stop within 20 s; killing it", self.address)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        if self.alive():
+            self.popen.wait(timeout=10)
+        log.info("stopped Ray node (%s)", self.address)
+
+
+def _ray_env(ip: str) -> dict[str, str]:
+    env = dict(os.environ)
+    if ip == ray_env.LOOPBACK:
+        ray_env.apply_loopback_env()
+        env.update({k: os.environ[k] for k in (*ray_env.LOOPBACK_ENV, *ray_env.WORKER_ENV)})
+    else:  # multi-node: listeners must use the node's address, so no loopback forcing
+        env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+        env.update({"RAY_USAGE_STATS_ENABLED": "0", **ray_env.WORKER_ENV})
+        ray_env.ensure_bootstrap_config()
+    return env
+
+
+def _start(args: list[str], ip: str, alloc: Allocation, ray_cfg: RayConfig, address: str,
+           log_name: str) -> RayProcess:
+    ports = {flag: free_port(ip) for flag in ("--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
+                                              "--metrics-export-port", "--runtime-env-agent-port")}
+    cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block", f"--node-ip-address={ip}",
+           f"--num-cpus={alloc.num_cpus}", f"--num-gpus={alloc.num_gpus}",
+           f"--object-store-memory={ray_cfg.object_store_mb * 1024 * 1024}", "--disable-usage-stats",
+           *[f"{flag}={port}" for flag, port in ports.items()], *args]
+    log_path = alloc.folder / log_name
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as out:
+        popen = subprocess.Popen(cmd, env=_ray_env(ip), stdout=out, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, preexec_fn=_ignore_usr2)
+    return RayProcess(popen, address, log_path)
+
+
+def start_head(alloc: Allocation, ray_cfg: RayConfig) -> RayProcess:
+    """``ray start --head`` on a free port (returns at once; :func:`connect` waits for it)."""
+    ip = node_ip(alloc.num_nodes)
+    port = free_port(ip)
+    temp_dir = Path(tempfile.gettempdir()) / f"ray-{_run_key(alloc)}"  # not /tmp/ray: others' Ray lives there
+    args = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp_dir}",
+            f"--ray-client-server-port={free_port(ip)}"]
+    proc = _start(args, ip, alloc, ray_cfg, f"{ip}:{port}", f"{alloc.job_id}_ray_head.log")
+    log.info("Ray head starting at %s (num_cpus=%d num_gpus=%d object_store=%d MiB), log %s",
+             proc.address, alloc.num_cpus, alloc.num_gpus, ray_cfg.object_store_mb, proc.log_path)
+    return proc
+
+
+def connect(head: RayProcess, expected_nodes: int, timeout_s: float = JOIN_TIMEOUT_S) -> None:
+    """Connect this process to the head as Ray's driver, then wait until ``expected_nodes`` are alive."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while not ray.is_initialized():
+        if not head.alive():
+            raise RayBootstrapError(f"the Ray head exited early (code {head.popen.returncode}); "
+                                    f"read {head.log_path}")
+        try:
+            ray.init(address=head.address, include_dashboard=False, log_to_driver=True,
+                     configure_logging=False)
+        except ConnectionError as exc:
+            if time.monotonic() > deadline:
+                raise RayBootstrapError(f"cannot connect to the Ray head at {head.address}: {exc}; "
+                                        f"read {head.log_path}") from exc
+            time.sleep(1.0)
+    while sum(n["Alive"] for n in ray.nodes()) < expected_nodes:
+        if time.monotonic() > deadline:
+            raise RayBootstrapError(f"only some of {expected_nodes} Ray nodes joined within {timeout_s:.0f} s; "
+                                    f"read the *_ray_*.log files in {head.log_path.parent}")
+        time.sleep(1.0)
+
+
+def _run_key(alloc: Allocation) -> str:
+    """Job id plus Slurm's restart count: a requeued job keeps its id but must not read old files."""
+    return f"{alloc.job_id}_r{os.environ.get('SLURM_RESTART_COUNT', '0')}"
+
+
+def _address_file(alloc: Allocation) -> Path:
+    return alloc.folder / f"{_run_key(alloc)}_ray_address"
+
+
+def _done_file(alloc: Allocation) -> Path:
+    return alloc.folder / f"{_run_key(alloc)}_ray_done"
+
+
+def _wait_for_file(path: Path, timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.5)
+    raise RayBootstrapError(f"{path} did not appear within {timeout_s:.0f} s: did rank 0 fail? "
+                            f"read its log in {path.parent}")
+
+
+@contextlib.contextmanager
+def ray_cluster(alloc: Allocation, ray_cfg: RayConfig) -> Iterator[str | None]:
+    """Yield the head's address on rank 0, connected as driver once all nodes joined; ``None`` elsewhere.
+
+    Rank 0 must call ``ray_env.apply_loopback_env()`` semantics before importing ray: done here.
+    """
+    if alloc.is_head:
+        head = start_head(alloc, ray_cfg)  # sets the loopback env first: ray reads some at import
+        import ray
+
+        try:
+            _address_file(alloc).write_text(head.address)
+            connect(head, alloc.num_nodes)
+            yield head.address
+        finally:
+            _done_file(alloc).write_text("done")
+            _address_file(alloc).unlink(missing_ok=True)
+            if ray.is_initialized():
+                ray.shutdown()
+            head.stop()
+        return
+    address = _wait_for_file(_address_file(alloc), JOIN_TIMEOUT_S)
+    worker = _start([f"--address={address}"], node_ip(alloc.num_nodes), alloc, ray_cfg, address,
+                    f"{alloc.job_id}_ray_worker{alloc.rank}.log")
+    try:
+        while worker.alive() and not _done_file(alloc).exists():
+            time.sleep(2.0)
+        yield None
+    finally:
+        worker.stop()

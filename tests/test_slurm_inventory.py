@@ -1,0 +1,99 @@
+"""Fast checks of the Slurm request building and the refusal logic (no cluster needed).
+
+The same refusal runs against the real local cluster in tests/test_slurm_cluster.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from jobs import slurm, slurm_inventory
+from streamgen.config import ClusterConfig, ConfigError, GridConfig, cluster_config
+
+SINFO = """\
+gpu01|64|gpu:a100:4(S:0-1)|a100,ib|gpu*
+gpu02|64|gpu:a100:4(S:0-1)|a100,ib|gpu
+gpu03|32|gpu:v100:2,gpu:a100:1|v100|gpu
+cpu01|128|(null)|(null)|cpu
+"""
+
+
+def _cluster(**kw: object) -> ClusterConfig:
+    return dataclasses.replace(cluster_config("slurm"), **kw)
+
+
+def test_parse_gres_typed_untyped_and_socket_suffix() -> None:
+    assert slurm_inventory.parse_gres("gpu:2") == {"": 2}
+    assert slurm_inventory.parse_gres("gpu:a100:4(S:0-1),gpu:v100:2") == {"a100": 4, "v100": 2}
+    assert slurm_inventory.parse_gres("(null)") == {}
+    assert slurm_inventory.parse_gres("mps:100,gpu:1") == {"": 1}
+
+
+def test_default_partition_is_the_starred_one() -> None:
+    inv = slurm_inventory.parse_sinfo(SINFO, None)
+    assert inv.partition == "gpu"
+    assert [n.name for n in inv.nodes] == ["gpu01", "gpu02", "gpu03"]
+    assert slurm_inventory.parse_sinfo(SINFO, "cpu").nodes[0].gpus == {}
+
+
+def test_too_many_gpus_per_node_is_refused_naming_the_fix() -> None:
+    inv = slurm_inventory.parse_sinfo(SINFO, "gpu")
+    problems = slurm_inventory.check(_cluster(gpus_per_node=8), inv)
+    assert len(problems) == 1
+    assert "gpus_per_node=8" in problems[0] and "has 4 GPU(s)" in problems[0]
+    assert "set gpus_per_node=4 or fewer" in problems[0]
+    assert slurm_inventory.check(_cluster(gpus_per_node=4, nodes=2), inv) == []
+
+
+def test_gpu_type_counts_and_node_count() -> None:
+    inv = slurm_inventory.parse_sinfo(SINFO, "gpu")
+    assert slurm_inventory.check(_cluster(gpus_per_node=2, gpu_type="v100"), inv) == []
+    assert "of type v100" in slurm_inventory.check(_cluster(gpus_per_node=4, gpu_type="v100"), inv)[0]
+    unknown = slurm_inventory.check(_cluster(gpus_per_node=1, gpu_type="h100"), inv)
+    assert "matches no node feature or GPU type" in unknown[0] and "a100" in unknown[0]
+    too_many_nodes = slurm_inventory.check(_cluster(gpus_per_node=4, nodes=3), inv)
+    assert "only 2 node(s)" in too_many_nodes[0]
+    assert inv.gpu_type_mode("a100") == "constraint" and inv.gpu_type_mode("v100") == "constraint"
+    assert slurm_inventory.parse_sinfo(SINFO.replace("|v100|", "|(null)|"), "gpu").gpu_type_mode("v100") == "gres"
+
+
+def test_empty_partition_is_refused() -> None:
+    assert "no nodes" in slurm_inventory.check(_cluster(), slurm_inventory.parse_sinfo(SINFO, "nope"))[0]
+
+
+def test_executor_parameters_map_every_cluster_field() -> None:
+    c = _cluster(partition="gpu", nodes=2, gpus_per_node=4, gpu_type="a100", account="lab", qos="high",
+                 timeout_min=600, cpus_per_task=16, mem_gb=200, setup=["module load cuda"])
+    p = slurm.executor_parameters(c, "full")
+    assert p["nodes"] == 2 and p["tasks_per_node"] == 1 and p["gpus_per_node"] == 4
+    assert p["slurm_partition"] == "gpu" and p["slurm_constraint"] == "a100"
+    assert p["slurm_account"] == "lab" and p["slurm_qos"] == "high"
+    assert p["timeout_min"] == 600 and p["cpus_per_task"] == 16 and p["mem_gb"] == 200
+    assert p["slurm_setup"][0] == "module load cuda"
+    assert any(line.startswith("cd ") for line in p["slurm_setup"])
+    assert not any("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" in line for line in p["slurm_setup"])  # 2 nodes
+    gres = slurm.executor_parameters(c, "full", gpu_type_as="gres")
+    assert gres["slurm_additional_parameters"]["gres"] == "gpu:a100:4" and "gpus_per_node" not in gres
+    assert "slurm_constraint" not in gres
+    one = slurm.executor_parameters(_cluster(), "smoke")
+    assert "gpus_per_node" not in one and "slurm_partition" not in one
+    assert any("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0" in line for line in one["slurm_setup"])
+
+
+def test_cluster_validation_lists_every_problem() -> None:
+    problems = slurm.validate_cluster(_cluster(executor="local", nodes=2, timeout_min=0))
+    assert len(problems) == 2
+    assert any("nodes=1" in p for p in problems) and any("timeout_min" in p for p in problems)
+    for name in ("slurm", "local", "debug"):
+        assert slurm.validate_cluster(cluster_config(name)) == []
+
+
+def test_submit_refuses_before_queueing(tmp_path) -> None:
+    """A debug executor asking for more GPUs than this machine has: ConfigError, no job folder made."""
+    have = slurm_inventory.local_gpu_count()
+    c = dataclasses.replace(cluster_config("debug"), gpus_per_node=have + 1, log_dir=str(tmp_path / "logs"))
+    with pytest.raises(ConfigError, match=f"gpus_per_node={have + 1} but this machine has {have} GPU"):
+        slurm.submit(GridConfig(), c, task=print)
+    assert not (tmp_path / "logs").exists()
