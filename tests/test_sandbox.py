@@ -6,7 +6,6 @@ Hostile programs (escapes, bombs) are in test_sandbox_hostile.py.
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
 import tempfile
@@ -100,14 +99,17 @@ def test_files_stdin_and_cwd(backend: str) -> None:
     assert r.status == "passed" and r.stdout == "from-file from-stdin\n"
 
 
-def test_work_dir_is_fresh_and_removed(backend: str) -> None:
-    pattern = os.path.join(tempfile.gettempdir(), "streamgen-sbx-*")
-    before = set(glob.glob(pattern))
+def test_work_dir_is_fresh_and_removed(backend: str, tmp_path) -> None:
     prog = "import os\nprint(sorted(os.listdir('.')))\nopen('left-behind', 'w').write('x')"
-    first = run(prog, backend)
-    second = run(prog, backend)
+    first = run(prog, backend, work_root=str(tmp_path))
+    second = run(prog, backend, work_root=str(tmp_path))
     assert first.stdout == second.stdout == "['main.py']\n"
-    assert set(glob.glob(pattern)) == before
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_work_root_is_an_error(backend: str) -> None:
+    r = run("print(1)", backend, work_root="/nonexistent/streamgen")
+    assert r.status == "error" and "work dir" in r.detail
 
 
 def test_output_is_capped(backend: str) -> None:

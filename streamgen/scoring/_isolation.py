@@ -25,7 +25,9 @@ PROGRAM_NAME = "main.py"
 INNER_DIR = "/tmp/sandbox"  # the work dir as the program sees it under bwrap / unshare
 _SANDBOX_UID = "65534"  # "nobody" inside the user namespace
 _CGROUP_ROOT = "/sys/fs/cgroup"
-_EXTRA_PIDS = 4  # wrapper shell, bwrap's outer process, bwrap's init, slack
+# Processes of ours inside the run's cgroup besides the program's: bwrap's outer process and its
+# init, unshare and its pid-1 shell, or the rlimit-only shell.
+_OVERHEAD_PIDS: dict[str, int] = {"bwrap": 2, "unshare": 2, "rlimit-only": 1}
 
 # Runs as root of a fresh user+mount namespace (unshare backend): hide the writable shared dirs,
 # remount everything else read-only, move the work dir to INNER_DIR, drop every capability.
@@ -88,8 +90,8 @@ def wrap(backend: Backend, tail: list[str], workdir: str, limits: Limits,
         argv = ["setpriv", "--pdeathsig", "KILL", "--", "unshare", "--user", "--map-root-user", "--net",
                 "--pid", "--ipc", "--uts", "--mount", "--fork", "--kill-child", "--mount-proc", "--",
                 "sh", "-e", "-c", _UNSHARE_SCRIPT, "sh", str(limits.tmp_bytes)] + inner
-    else:
-        argv = ["setpriv", "--pdeathsig", "KILL", "--"] + inner
+    else:  # a shell in between, so the program's parent is not the caller (os.getppid() kills)
+        argv = ["setpriv", "--pdeathsig", "KILL", "--", "sh", "-c", '"$@"; exit $?', "sh"] + inner
     if slot is not None:
         argv = ["sh", "-c", _CGROUP_JOIN, "sh", *slot.procs_files, "--"] + argv
     return argv
@@ -125,12 +127,14 @@ def _count_own_processes() -> int:
 
 
 def signal_of(backend: Backend, returncode: int | None) -> int | None:
-    """The signal that ended the program: negative codes, or 128+N as bwrap/sh report it."""
+    """The signal that ended the program: a negative code, or 128+N as bwrap and sh report it
+    (every backend runs the program under a shell or bwrap, so a plain exit code above 128 reads
+    as a signal too; both are `failed`)."""
     if returncode is None or returncode == 0:
         return None
     if returncode < 0:
         return -returncode
-    if backend != "rlimit-only" and 128 < returncode < 128 + signal.NSIG:
+    if 128 < returncode < 128 + signal.NSIG:
         return returncode - 128
     return None
 
@@ -177,13 +181,13 @@ class CgroupSlot:
         return [os.path.join(d, "cgroup.procs") for d in self.dirs]
 
     @classmethod
-    def create(cls, limits: Limits) -> CgroupSlot | None:
+    def create(cls, limits: Limits, backend: Backend) -> CgroupSlot | None:
         base = _cgroup_bases()
         if base is None:
             return None
         name = f"sg-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         made: dict[str, str] = {}
-        settings = {"pids": ("pids.max", limits.max_processes + _EXTRA_PIDS),
+        settings = {"pids": ("pids.max", limits.max_processes + _OVERHEAD_PIDS[backend]),
                     "memory": ("memory.limit_in_bytes", limits.memory_bytes + limits.tmp_bytes)}
         try:
             for controller, parent in base.items():

@@ -133,13 +133,14 @@ def execute(program: str, *, timeout_s: float, python: str | None = None,
             backend: Backend | None = None, memory_bytes: int = 2 << 30,
             file_size_bytes: int = 64 << 20, max_processes: int = 64, cpu_s: float | None = None,
             max_output_bytes: int = 64 << 10, files: Mapping[str, str] | None = None,
-            stdin: str | None = None) -> ExecutionResult:
+            stdin: str | None = None, work_root: str | None = None) -> ExecutionResult:
     """Run `program` (Python source) with `python -I` in a sandbox; never raises for program faults.
 
     `python` defaults to this interpreter; it must be visible read-only inside the sandbox (it is:
     ``/`` is bound read-only). `files` are extra files written next to the program. `cpu_s` defaults
     to `timeout_s`. Output beyond `max_output_bytes` per stream is dropped (flagged truncated); past
-    64 times that the program is killed and fails.
+    64 times that the program is killed and fails. `work_root` is where the per-run work dir is
+    made (default: the system temp dir; on clusters, node-local scratch).
     """
     if timeout_s <= 0:
         raise SandboxError(f"timeout_s must be positive, got {timeout_s}")
@@ -151,7 +152,7 @@ def execute(program: str, *, timeout_s: float, python: str | None = None,
     if shutil.which(interpreter) is None:
         return _error(chosen, f"Python interpreter not found or not executable: {interpreter}")
     try:
-        workdir = tempfile.mkdtemp(prefix="streamgen-sbx-")
+        workdir = tempfile.mkdtemp(prefix="streamgen-sbx-", dir=work_root)
     except OSError as exc:
         return _error(chosen, f"could not create the temporary work dir: {exc}")
     try:
@@ -212,7 +213,7 @@ class _Child:
 
 def _run(backend: Backend, python: str, workdir: str, limits: Limits, timeout_s: float,
          max_output: int, stdin: str | None) -> ExecutionResult:
-    slot = CgroupSlot.create(limits)
+    slot = CgroupSlot.create(limits, backend)
     home = workdir if backend == "rlimit-only" else iso.INNER_DIR
     argv = iso.command(backend, python, workdir, limits, slot)
     out, err = _Capture(max_output), _Capture(max_output)

@@ -1,0 +1,253 @@
+"""Hostile programs: each test attempts an escape and asserts its effect did NOT happen.
+
+Every case must also end within its limit + 2 s, and the test process must survive. Cases run on
+every backend that can withstand them; the rlimit-only fallback is no filesystem, network or
+process boundary (docs/sandbox.md), so those cases run on the namespace backends only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from streamgen.scoring import sandbox
+from streamgen.scoring.sandbox import ExecutionResult, execute
+
+BACKENDS = sandbox.available_backends()
+ISOLATING = [b for b in BACKENDS if b != "rlimit-only"]
+SLACK_S = 2.0
+
+
+def run(program: str, backend: str, *, timeout_s: float = 3, **kw) -> ExecutionResult:
+    start = time.monotonic()
+    r = execute(program, timeout_s=timeout_s, backend=backend, **kw)
+    elapsed = time.monotonic() - start
+    assert elapsed < timeout_s + SLACK_S, f"took {elapsed:.1f} s with a {timeout_s} s limit: {r}"
+    return r
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host pids whose command line contains `marker`."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as fh:
+                if marker.encode() in fh.read():
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def sleep_marker() -> str:
+    """A `sleep` argument that is a valid duration and unique to this test: 900.<digits>."""
+    return f"900.{uuid.uuid4().int % 10**12:012d}"
+
+
+def capped(backend: str) -> bool:
+    return execute("pass", timeout_s=10, backend=backend).processes_capped
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture(params=ISOLATING)
+def isolating(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def test_fork_bomb_is_capped_and_cleaned_up(backend: str) -> None:
+    if not capped(backend):
+        pytest.skip("no pids cgroup and root ignores RLIMIT_NPROC: process count not enforceable here")
+    marker = sleep_marker()
+    prog = f"""import os, time
+n = 0
+try:
+    while n < 10_000:
+        if os.fork() == 0:
+            os.execv('/bin/sleep', ['sleep', '{marker}'])
+        n += 1
+except OSError as exc:
+    print('forks', n, exc.errno, flush=True)
+time.sleep(60)
+"""
+    r = run(prog, backend, max_processes=20)
+    assert r.status == "timeout"
+    forks = int(r.stdout.split()[1])
+    assert forks + 1 <= 20, r.stdout  # max_processes counts the program itself
+    assert processes_with(marker) == []
+
+
+def test_raw_fork_bomb_times_out_and_the_machine_still_works(backend: str) -> None:
+    if not capped(backend):
+        pytest.skip("no pids cgroup and root ignores RLIMIT_NPROC: process count not enforceable here")
+    prog = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    r = run(prog, backend, timeout_s=2, max_processes=32)
+    assert r.status == "timeout"
+    assert run("print('alive')", backend).stdout == "alive\n"
+
+
+def test_memory_bomb_fails_within_the_limit(backend: str) -> None:
+    prog = """x = []
+while True:
+    x.append(bytearray(64 << 20))
+    print(len(x) * 64, flush=True)
+"""
+    r = run(prog, backend, memory_bytes=1 << 30)
+    assert r.status == "failed" and "MemoryError" in r.stderr
+    assert max(int(line) for line in r.stdout.split()) <= 1024
+
+
+def test_loop_that_ignores_sigterm_is_killed(backend: str) -> None:
+    prog = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    pass\n"
+    r = run(prog, backend, timeout_s=2)
+    assert r.status == "timeout"
+
+
+def test_no_writes_or_deletes_outside_the_work_dir(isolating: str) -> None:
+    victim_dir = Path.home() / ".cache" / f"streamgen-sandbox-victim-{uuid.uuid4().hex[:8]}"
+    victim_dir.mkdir(parents=True)
+    victim = victim_dir / "precious.txt"
+    victim.write_text("keep me")
+    planted = [victim_dir / "planted.txt", Path("/etc/streamgen-planted"), Path("/usr/streamgen-planted")]
+    prog = f"""import os, shutil
+for attempt in (lambda: os.remove({str(victim)!r}),
+                lambda: shutil.rmtree({str(victim_dir)!r}),
+                lambda: open({str(victim)!r}, 'w').write('owned'),
+                *[lambda p=p: open(p, 'w').write('x') for p in {[str(p) for p in planted]!r}]):
+    try:
+        attempt()
+        print('SUCCEEDED')
+    except OSError as exc:
+        print('blocked', exc.errno)
+"""
+    try:
+        r = run(prog, isolating)
+        assert r.status == "passed", r
+        assert "SUCCEEDED" not in r.stdout
+        assert victim.read_text() == "keep me"
+        assert not any(p.exists() for p in planted)
+    finally:
+        for p in (victim, planted[0]):
+            p.unlink(missing_ok=True)
+        victim_dir.rmdir()
+
+
+def test_private_tmp_leaves_nothing_behind(isolating: str) -> None:
+    name = f"streamgen-planted-{uuid.uuid4().hex[:8]}"
+    r = run(f"open('/tmp/{name}', 'w').write('x')\nopen('/dev/shm/{name}', 'w').write('x')", isolating)
+    assert r.status == "passed"
+    assert not os.path.exists(f"/tmp/{name}") and not os.path.exists(f"/dev/shm/{name}")
+
+
+def test_environment_secrets_are_not_readable(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = f"s3cr3t-{uuid.uuid4().hex}"
+    monkeypatch.setenv("STREAMGEN_API_TOKEN", secret)
+    prog = f"""import os
+print(dict(os.environ))
+print(open('/proc/self/environ', 'rb').read())
+for pid in ('1', str(os.getppid()), {str(os.getpid())!r}):
+    try:
+        print(open(f'/proc/{{pid}}/environ', 'rb').read())
+    except OSError as exc:
+        print('blocked', exc.errno)
+"""
+    r = run(prog, backend)
+    assert r.status == "passed", r
+    assert secret not in r.stdout and "STREAMGEN_API_TOKEN" not in r.stdout
+
+
+def test_host_processes_are_invisible(isolating: str) -> None:
+    r = run(f"import os\nprint(os.path.exists('/proc/{os.getpid()}/environ'), len(os.listdir('/proc')))",
+            isolating)
+    visible = r.stdout.split()[0]
+    assert r.status == "passed" and visible == "False", r.stdout
+
+
+def test_no_tcp_connection_to_a_loopback_listener(isolating: str) -> None:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    prog = f"""import socket
+for host in ('127.0.0.1', 'localhost'):
+    try:
+        socket.create_connection((host, {port}), timeout=1).sendall(b'leak')
+        print('CONNECTED')
+    except OSError as exc:
+        print('blocked', exc.errno)
+"""
+    try:
+        r = run(prog, isolating)
+        time.sleep(0.2)
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
+    assert r.status == "passed" and "CONNECTED" not in r.stdout, r.stdout
+
+
+def test_rlimit_only_says_it_has_no_network_isolation() -> None:
+    if "rlimit-only" not in BACKENDS:
+        pytest.skip("rlimit-only backend unavailable")
+    assert execute("pass", timeout_s=10, backend="rlimit-only").network_isolated is False
+
+
+def test_detached_child_is_dead_after_execute_returns(backend: str) -> None:
+    marker = sleep_marker()
+    prog = f"""import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.closerange(0, 3)
+        os.execv('/bin/sleep', ['sleep', '{marker}'])
+    os._exit(0)
+print('parent done')
+"""
+    r = run(prog, backend)
+    assert r.status == "passed" and r.stdout == "parent done\n"
+    assert processes_with(marker) == []
+    time.sleep(0.3)
+    assert processes_with(marker) == []
+
+
+def test_detached_child_holding_the_pipes_does_not_hold_execute(backend: str) -> None:
+    marker = sleep_marker()
+    prog = f"""import os
+if os.fork() == 0:
+    os.setsid()
+    os.execv('/bin/sleep', ['sleep', '{marker}'])
+print('parent done')
+"""
+    r = run(prog, backend, timeout_s=5)
+    assert r.status == "passed" and r.wall_s < 3
+    assert processes_with(marker) == []
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_output_flood_is_capped_and_returns_promptly(backend: str, stream: str) -> None:
+    prog = f"import sys\nwhile True:\n    sys.{stream}.write('x' * 65536)\n"
+    r = run(prog, backend, timeout_s=5, max_output_bytes=4096)
+    assert r.status == "failed" and "output exceeded" in r.detail
+    text = getattr(r, stream)
+    assert len(text) == 4096 and getattr(r, f"{stream}_truncated")
+    assert r.wall_s < 5
+
+
+def test_killing_the_parent_does_not_kill_the_caller(backend: str) -> None:
+    prog = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nprint('sent')\n"
+    r = run(prog, backend)
+    assert r.status in ("passed", "failed")
+    assert os.getpid() > 0  # still here
+    after = run("print('still works')", backend)
+    assert after.status == "passed"
