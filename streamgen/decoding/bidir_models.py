@@ -73,6 +73,7 @@ def _hf_config(spec: BidirSpec) -> Any:
         num_key_value_heads=spec.num_kv_heads, rms_norm_eps=spec.rms_norm_eps,
         max_position_embeddings=spec.max_position_embeddings, tie_word_embeddings=False,
         rope_parameters={"rope_type": "default", "rope_theta": spec.rope_theta},
+        eos_token_id=spec.eos_token_id, bos_token_id=None, pad_token_id=None,
     )
     if spec.arch == "llada":
         from transformers import LlamaConfig

@@ -26,6 +26,7 @@ remaining positions are masked slots again. The residual minimum is 3 forwards (
 from __future__ import annotations
 
 import logging
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -441,9 +442,7 @@ class ReFusionSession:
 
 
 def _median(values: Sequence[float]) -> float:
-    v = sorted(values)
-    n = len(v)
-    return float("nan") if n == 0 else (v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2]))
+    return float(statistics.median(values)) if values else float("nan")
 
 
 def resolve_mask_id(tokenizer: Any, configured: int | None) -> int:

@@ -1,0 +1,388 @@
+"""LLaDA / Dream style masked diffusion with full attention, and its (degenerate) draft verification.
+
+The answer is a buffer of ``gen_length`` positions after the request. Each denoising step is ONE
+forward over request + the whole buffer (no KV cache: every position sees every other), and reveals
+some masked positions of the current block:
+
+- ``llada``: logits at ``i`` predict token ``i``; a linear schedule reveals ⌊m/s⌋ (+1 for the first
+  m mod s steps) of a block's m masks per step, choosing by ``low_confidence`` remasking.
+- ``dream``: logits at ``i-1`` predict token ``i`` (the one-position shift); the number revealed at
+  step t→s is ``int(m·(1-s/t))`` over ``linspace(1, eps, steps+1)`` (all at the last step), chosen by
+  ``entropy`` (negative entropy) or ``maskgit_plus`` (top probability).
+
+Decoding stops after the block in which the first EOS is revealed (everything after it is padding).
+
+Streaming verification is ONE forward over request + buffer, in two modes (``verifier_mode``):
+``visible`` puts the draft in the buffer (each position can see its own token, so it is confirmed
+whatever it is: paper §6.5), ``hidden`` masks the draft (the verdict is formed without the draft,
+and without the context it needs). :func:`probe_unrelated` scores a draft that answers another
+request and reports its median probability and accepted length.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+
+from streamgen.config import ConfigError, ModelConfig
+from streamgen.decoding.autoregressive import AutoregressiveDecoder
+from streamgen.decoding.base import (
+    AcceptanceRule,
+    Generation,
+    Message,
+    StepResult,
+    Verification,
+    accepted_length,
+)
+from streamgen.decoding.bidir_models import BIDIR_ARCHS, BidirLM
+
+log = logging.getLogger(__name__)
+
+STYLES = ("llada", "dream")
+REMASKING = {"llada": ("low_confidence",), "dream": ("entropy", "maskgit_plus")}
+VERIFIER_MODES = ("visible", "hidden")
+
+
+@dataclass(frozen=True)
+class BidirSettings:
+    """Decode settings (``decoding:`` in the model YAML)."""
+
+    style: str = "llada"  # llada (no shift) | dream (logits shifted by one)
+    gen_length: int | None = None  # answer buffer; capped by the decoder's max_new_tokens
+    block_length: int | None = None  # None: one block = the whole buffer (pure diffusion)
+    tokens_per_step: int = 1  # steps per block = ceil(masked / tokens_per_step)
+    remasking: str | None = None  # None: low_confidence (llada), entropy (dream)
+    eps: float = 1e-3  # Dream's final timestep
+    verifier_mode: str = "visible"  # visible | hidden (the ablation the grid sweeps)
+    mask_token_id: int | None = None  # None: the model's (in-project spec) or the tokenizer's mask token
+
+    @property
+    def alg(self) -> str:
+        return self.remasking or REMASKING[self.style][0]
+
+
+def bidir_settings_from(decoding: dict[str, Any]) -> BidirSettings:
+    """Parse ``cfg.decoding``; unknown keys and bad values raise one :class:`ConfigError`."""
+    known = {f.name for f in fields(BidirSettings)}
+    problems = [f"decoding.{k} is not a bidirectional setting: known are {sorted(known)}" for k in decoding
+                if k not in known]
+    if problems:
+        raise ConfigError(problems)
+    s = BidirSettings(**decoding)
+    if s.style not in STYLES:
+        problems.append(f"decoding.style={s.style!r} must be one of {STYLES}")
+    elif s.alg not in REMASKING[s.style]:
+        problems.append(f"decoding.remasking={s.remasking!r}: {s.style} supports {REMASKING[s.style]}")
+    if s.verifier_mode not in VERIFIER_MODES:
+        problems.append(f"decoding.verifier_mode={s.verifier_mode!r} must be visible or hidden")
+    if s.tokens_per_step < 1 or (s.block_length is not None and s.block_length < 1):
+        problems.append("decoding.tokens_per_step and decoding.block_length must be ≥ 1")
+    if problems:
+        raise ConfigError(problems)
+    return s
+
+
+def full_attention_logits(model: Any, input_ids: torch.Tensor) -> torch.Tensor:
+    """Logits of one bidirectional forward (batch, length, vocab).
+
+    In-project :class:`BidirLM` and hub LLaDA/Dream code are bidirectional already; any other
+    transformers causal LM (a test stand-in) gets an all-True 4-D attention mask.
+    """
+    if isinstance(model, BidirLM) or getattr(model.config, "model_type", "") in ("llada", "Dream", "dream"):
+        return model(input_ids).logits
+    n = input_ids.shape[1]
+    mask = torch.ones(1, 1, n, n, dtype=torch.bool, device=input_ids.device)
+    return model(input_ids=input_ids, attention_mask=mask).logits
+
+
+@dataclass
+class Buffer:
+    """Request + answer buffer; ``None`` marks a masked answer position."""
+
+    prompt: list[int]
+    answer: list[int | None]
+
+    def eos_pos(self, eos_ids: frozenset[int]) -> int | None:
+        return next((i for i, t in enumerate(self.answer) if t is not None and t in eos_ids), None)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Paper §6.5: how a verifier scores a draft that answers a different request."""
+
+    mode: str
+    draft_tokens: int
+    accepted_tokens: int
+    median_prob: float
+
+
+class BidirectionalDecoder:
+    """LLaDA / Dream style decoding behind the Decoder protocol; every denoising step is one forward."""
+
+    family = "bidirectional"
+    min_residual_forwards = 2  # verify + one denoising step (docs/diffusion.md)
+
+    def __init__(self, model: Any, tokenizer: Any, settings: BidirSettings, *, max_new_tokens: int = 256,
+                 device: str = "cpu", text: AutoregressiveDecoder | None = None) -> None:
+        self.text = text or AutoregressiveDecoder(model, tokenizer, max_new_tokens=max_new_tokens, device=device)
+        self.model, self.tokenizer, self.settings = model, tokenizer, settings
+        self.max_new_tokens = int(max_new_tokens)
+        self.gen_length = min(int(settings.gen_length or max_new_tokens), int(max_new_tokens))
+        self.block_length = min(int(settings.block_length or self.gen_length), self.gen_length)
+        self.verifier_mode = settings.verifier_mode
+        self.shift = settings.style == "dream"
+        self.meter = self.text.meter
+        self.eos_ids = frozenset(self.text.eos_token_ids)
+        self.mask_id = _mask_id(model, tokenizer, settings.mask_token_id)
+        self.device = torch.device(device)
+
+    # -- one forward ---------------------------------------------------------------------------
+
+    def forward(self, buf: Buffer, kind: str) -> torch.Tensor:
+        """ONE metered forward over request + buffer; returns (gen_length, vocab) logits aligned so that
+        row ``j`` predicts answer position ``j`` (Dream's shift applied)."""
+        ids = buf.prompt + [self.mask_id if t is None else t for t in buf.answer]
+        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
+        with self.meter.call(kind, len(ids)):
+            logits = full_attention_logits(self.model, input_ids)[0].float()
+        p = len(buf.prompt)
+        rows = logits[p - 1:p - 1 + len(buf.answer)] if self.shift else logits[p:p + len(buf.answer)]
+        rows = rows.clone()
+        rows[:, self.mask_id] = float("-inf")
+        return rows
+
+    # -- denoising -----------------------------------------------------------------------------
+
+    def _schedule(self, masked: int) -> list[int]:
+        steps = max(1, math.ceil(masked / self.settings.tokens_per_step))
+        if self.settings.style == "llada":
+            return [masked // steps + (1 if i < masked % steps else 0) for i in range(steps)]
+        t = torch.linspace(1, self.settings.eps, steps + 1).tolist()
+        out, left = [], masked
+        for i in range(steps):
+            n = left if i == steps - 1 else int(left * (1 - t[i + 1] / t[i]))
+            out.append(n)
+            left -= n
+        return out
+
+    def _reveal(self, buf: Buffer, logits: torch.Tensor, lo: int, hi: int, n: int) -> None:
+        probs = logits.softmax(-1)
+        if self.settings.alg == "entropy":
+            conf = (probs * probs.clamp_min(1e-30).log()).sum(-1)  # negative entropy
+        else:
+            conf = probs.max(-1).values
+        x0 = probs.argmax(-1)
+        cand = [j for j in range(lo, hi) if buf.answer[j] is None]
+        for j in sorted(cand, key=lambda j: -float(conf[j]))[:n]:
+            buf.answer[j] = int(x0[j])
+
+    def denoise(self, buf: Buffer) -> None:
+        """Fill the masked positions block by block; stop after the block holding the first EOS."""
+        for lo in range(0, self.gen_length, self.block_length):
+            hi = min(lo + self.block_length, self.gen_length)
+            masked = sum(t is None for t in buf.answer[lo:hi])
+            if masked:
+                for n in self._schedule(masked):
+                    logits = self.forward(buf, "denoise")
+                    if n:
+                        self._reveal(buf, logits, lo, hi, n)
+            if buf.eos_pos(self.eos_ids) is not None:
+                return
+
+    def _generation(self, buf: Buffer, span: Any) -> Generation:
+        eos = buf.eos_pos(self.eos_ids)
+        end = self.gen_length if eos is None else eos + 1
+        tokens = [int(t) for t in buf.answer[:end] if t is not None]
+        assert len(tokens) == end, "decoding left a masked position before the answer's end"
+        return Generation(tuple(tokens), self.text.decode_text(tokens), eos is not None, span.wall_s, span.meter)
+
+    # -- Decoder protocol ----------------------------------------------------------------------
+
+    def count_request_tokens(self, messages: Sequence[Message]) -> int:
+        return self.text.count_request_tokens(messages)
+
+    def decode_text(self, token_ids: Sequence[int]) -> str:
+        return self.text.decode_text(token_ids)
+
+    def content(self, draft: Sequence[int]) -> list[int]:
+        """The draft cut before its first EOS and to the buffer (the EOS itself is never verified)."""
+        out: list[int] = []
+        for t in draft[: self.gen_length]:
+            if int(t) in self.eos_ids:
+                break
+            out.append(int(t))
+        return out
+
+    def _buffer(self, messages: Sequence[Message]) -> Buffer:
+        prompt = self.text.render(messages)
+        self.text.check_fits(len(prompt))
+        return Buffer(prompt, [None] * self.gen_length)
+
+    @torch.inference_mode()
+    def generate(self, messages: Sequence[Message]) -> Generation:
+        buf = self._buffer(messages)
+        with self.meter.span() as span:
+            self.denoise(buf)
+        return self._generation(buf, span)
+
+    @torch.inference_mode()
+    def score(self, messages: Sequence[Message], draft: Sequence[int],
+              mode: str | None = None) -> tuple[Verification, Buffer]:
+        """ONE forward scoring ``draft`` at answer positions 0..n-1, draft visible or hidden (masked)."""
+        mode = mode or self.verifier_mode
+        buf = self._buffer(messages)
+        if mode == "visible":
+            buf.answer[: len(draft)] = [int(t) for t in draft]
+        probs = self.forward(buf, f"verify_{mode}")[: len(draft)].softmax(-1)
+        idx = torch.tensor(list(draft), dtype=torch.long, device=probs.device)
+        ver = Verification(tuple(int(t) for t in probs.argmax(-1)),
+                           tuple(float(p) for p in probs.gather(-1, idx[:, None])[:, 0]))
+        return ver, buf
+
+    def open_stream(self) -> BidirectionalSession:
+        return BidirectionalSession(self)
+
+
+class BidirectionalSession:
+    """Stream steps: verify (1 forward, visible or hidden draft) → accept → re-mask the rest → denoise."""
+
+    def __init__(self, decoder: BidirectionalDecoder) -> None:
+        self.decoder = decoder
+
+    @torch.inference_mode()
+    def step(self, messages: Sequence[Message], draft: Sequence[int], rule: AcceptanceRule) -> StepResult:
+        d = self.decoder
+        content = d.content(draft)
+        extra: dict[str, float] = {}
+        with d.meter.span() as span:
+            accepted = 0
+            if content:
+                verification, buf = d.score(messages, content)
+                accepted = min(accepted_length(content, verification, rule), d.gen_length - 1)
+                buf.answer = [*content[:accepted], *([None] * (d.gen_length - accepted))]
+                extra["verify_median_prob"] = _median(verification.probs)
+            else:
+                buf = d._buffer(messages)
+            d.denoise(buf)
+        answer = d._generation(buf, span)
+        return StepResult(len(draft), accepted, len(answer.token_ids) - accepted, answer, extra)
+
+    def close(self) -> None:
+        return None
+
+
+def probe_unrelated(decoder: Any, messages: Sequence[Message], foreign_draft: Sequence[int],
+                    rule: AcceptanceRule, mode: str | None = None) -> ProbeResult:
+    """Score a draft answering a different request (paper §6.5): median probability, accepted run.
+
+    Works for any decoder with ``content(draft)`` and ``score(messages, draft)`` (ReFusion's causal
+    verifier, or this module's visible / hidden verifier)."""
+    content = decoder.content(foreign_draft)
+    args = (messages, content) if mode is None else (messages, content, mode)
+    verification = decoder.score(*args)[0]
+    label = mode or getattr(decoder, "verifier_mode", "causal")
+    return ProbeResult(label, len(content), accepted_length(content, verification, rule), _median(verification.probs))
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def _mask_id(model: Any, tokenizer: Any, configured: int | None) -> int:
+    if configured is not None:
+        return int(configured)
+    spec = getattr(model, "spec", None)
+    if spec is not None:
+        return int(spec.mask_token_id)
+    if isinstance(getattr(tokenizer, "mask_token_id", None), int):
+        return int(tokenizer.mask_token_id)
+    raise ConfigError(["no mask token: set decoding.mask_token_id in the model YAML "
+                       "(126336 for LLaDA-8B-Instruct, 151666 for Dream-v0-Instruct-7B)"])
+
+
+# --------------------------------------------------------------------------------------------
+# Family entry points (streamgen.models.load_decoder calls these)
+# --------------------------------------------------------------------------------------------
+
+
+def _checkpoint_arch(cfg: ModelConfig) -> str:
+    arch = cfg.tiny_arch if cfg.source == "tiny" else dict(cfg.decoding).get("style", "llada")
+    return str(arch)
+
+
+def _load_tokenizer(folder: Any) -> Any:
+    """The checkpoint's tokenizer without hub code; falls back to its tokenizer.json + chat template."""
+    import json
+    from pathlib import Path
+
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    try:
+        return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    except (OSError, ValueError) as exc:
+        log.info("AutoTokenizer refused %s (%s); using tokenizer.json directly", folder, exc)
+    folder = Path(folder)
+    meta = json.loads((folder / "tokenizer_config.json").read_text()) if (folder / "tokenizer_config.json").is_file() else {}
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
+                                  **{k: meta[k] for k in ("eos_token", "pad_token", "mask_token") if isinstance(meta.get(k), str)})
+    tok.chat_template = meta.get("chat_template")
+    return tok
+
+
+def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> Any:
+    """Tiny llada/dream → in-project :class:`BidirLM`; a tiny llama/qwen3/gemma3 → a full-mask stand-in;
+    a hub id or folder → the checkpoint mapped into :class:`BidirLM` (hub code only with
+    ``trust_remote_code: true``)."""
+    from streamgen import models
+    from streamgen.decoding.bidir_models import (
+        load_bidir_checkpoint,
+        resolve_checkpoint_folder,
+        tiny_bidir_model,
+    )
+    from streamgen.tokenizers import tiny_tokenizer
+
+    arch = _checkpoint_arch(cfg)
+    dtype = models.torch_dtype(cfg.dtype)
+    if cfg.source == "tiny" and arch in BIDIR_ARCHS:
+        tok = tiny_tokenizer()
+        mask = dict(cfg.decoding).get("mask_token_id") or len(tok) - 1
+        model = tiny_bidir_model(arch, cfg.seed, len(tok), mask_token_id=int(mask), eos_token_id=tok.eos_token_id)
+        return models.LoadedModel(model.to(device=device, dtype=dtype).eval(), tok)
+    if cfg.source == "tiny" or cfg.trust_remote_code:
+        if cfg.trust_remote_code:
+            log.warning("model %s: trust_remote_code is on: running the hub's modeling code", cfg.name)
+            return _load_remote(cfg, device, dtype)
+        return models.load_model_and_tokenizer(cfg, device)
+    if cfg.source not in ("hub", "local"):
+        raise ConfigError([f"model {cfg.name}: bidirectional checkpoints load from source hub or local, not {cfg.source}"])
+    if arch not in BIDIR_ARCHS:
+        raise ConfigError([f"model {cfg.name}: decoding.style={arch!r} must be llada or dream"])
+    folder = resolve_checkpoint_folder(cfg.path, cfg.revision, cfg.source)
+    model = load_bidir_checkpoint(arch, folder, dtype=dtype, device=device)  # type: ignore[arg-type]
+    return models.LoadedModel(model, _load_tokenizer(folder))
+
+
+def _load_remote(cfg: ModelConfig, device: str, dtype: Any) -> Any:
+    from transformers import AutoModel, AutoTokenizer
+
+    from streamgen import models
+
+    tok = AutoTokenizer.from_pretrained(cfg.path, revision=cfg.revision, trust_remote_code=True)
+    model = AutoModel.from_pretrained(cfg.path, revision=cfg.revision, trust_remote_code=True, dtype=dtype)
+    return models.LoadedModel(model.to(device).eval(), tok)
+
+
+def build_decoder(cfg: ModelConfig, model: Any, tokenizer: Any, device: str,
+                  max_new_tokens: int) -> BidirectionalDecoder:
+    """Family entry point used by :func:`streamgen.models.load_decoder`."""
+    text = AutoregressiveDecoder(model, tokenizer, max_new_tokens=max_new_tokens, device=device,
+                                 max_context=cfg.max_context, chat_template_kwargs=cfg.chat_template_kwargs,
+                                 system_prompt=cfg.system_prompt)
+    return BidirectionalDecoder(model, tokenizer, bidir_settings_from(dict(cfg.decoding)),
+                                max_new_tokens=max_new_tokens, device=device, text=text)

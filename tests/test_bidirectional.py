@@ -1,0 +1,149 @@
+"""LLaDA / Dream style decoding on tiny in-project models; visible vs hidden verification; paper §6.5."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from streamgen.config import ConfigError, model_config
+from streamgen.decoding.base import Greedy, Threshold
+from streamgen.decoding.bidirectional import (
+    BidirectionalDecoder,
+    BidirSettings,
+    Buffer,
+    bidir_settings_from,
+    full_attention_logits,
+    probe_unrelated,
+)
+from streamgen.decoding.refusion import ReFusionDecoder, ReFusionSettings
+from streamgen.models import load_decoder, tiny_model
+from streamgen.tokenizers import tiny_tokenizer
+
+A = [{"role": "user", "content": "Write a function that adds two numbers."}]
+B = [{"role": "user", "content": "Can you explain how a hash table works? Make it short."}]
+G = 32
+
+
+def _decoder(name: str, *overrides: str, max_new_tokens: int = G) -> BidirectionalDecoder:
+    return load_decoder(model_config(name, list(overrides)), max_new_tokens=max_new_tokens)
+
+
+@pytest.mark.parametrize("name", ["tiny-llada", "tiny-dream"])
+def test_every_denoising_step_is_one_forward(name):
+    d = _decoder(name)
+    gen = d.generate(A)
+    # 2 tokens per step over 32 positions: 16 steps (blocks of 16 for llada, one block for dream)
+    assert gen.forwards == 16 and {c.kind for c in d.meter.calls} == {"denoise"}
+    assert all(c.tokens_fed == d.count_request_tokens(A) + G for c in d.meter.calls)
+    assert len(gen.token_ids) == G or gen.finished
+
+
+@pytest.mark.parametrize("style,alg", [("llada", "low_confidence"), ("dream", "entropy"), ("dream", "maskgit_plus")])
+@pytest.mark.parametrize("masked,tps", [(16, 1), (16, 3), (7, 2)])
+def test_schedules_reveal_every_mask(style, alg, masked, tps):
+    d = BidirectionalDecoder(tiny_model("qwen3"), tiny_tokenizer(),
+                             BidirSettings(style=style, remasking=alg, tokens_per_step=tps, mask_token_id=511),
+                             max_new_tokens=G)
+    sched = d._schedule(masked)
+    assert sum(sched) == masked and len(sched) == math.ceil(masked / tps)
+    if style == "llada":
+        assert max(sched) - min(sched) <= 1 and sched == sorted(sched, reverse=True)
+
+
+def test_dream_logits_are_shifted_by_one_and_llada_not():
+    for name, shift in (("tiny-llada", 0), ("tiny-dream", 1)):
+        d = _decoder(name)
+        buf = Buffer(d.text.render(A), [None] * G)
+        rows = d.forward(buf, "test")
+        ids = torch.tensor([buf.prompt + [d.mask_id] * G])
+        with torch.no_grad():
+            raw = full_attention_logits(d.model, ids)[0]
+        p = len(buf.prompt)
+        want = raw[p - shift:p - shift + G].clone()
+        want[:, d.mask_id] = float("-inf")
+        assert torch.equal(rows, want)
+
+
+def _causal_row(d: ReFusionDecoder, prompt: list[int], draft: list[int], j: int) -> torch.Tensor:
+    ids = torch.tensor([prompt + draft])
+    with torch.no_grad():
+        return d.model(input_ids=ids).logits[0, len(prompt) + j - 1].softmax(-1)
+
+
+@pytest.mark.parametrize("name", ["tiny-llada", "tiny-dream"])
+def test_paper_6_5_causal_verifier_cannot_see_the_token_it_scores(name):
+    """Replacing draft token j leaves the causal verifier's distribution at j unchanged; the visible
+    bidirectional verifier's changes (it sees the token); the hidden one never sees any draft token."""
+    causal = ReFusionDecoder(tiny_model("qwen3"), tiny_tokenizer(), ReFusionSettings(mask_token_id=511),
+                             max_new_tokens=G)
+    draft = [int(t) for t in range(40, 40 + 12)]
+    j, other = 5, 300
+    swapped = draft[:j] + [other] + draft[j + 1:]
+    prompt = causal.text.render(A)
+    assert torch.equal(_causal_row(causal, prompt, draft, j), _causal_row(causal, prompt, swapped, j))
+    # the verify pass reports, for the same position, P(old token) and P(new token) of ONE distribution
+    v1, _ = causal.score(A, draft)
+    v2, _ = causal.score(A, swapped)
+    row = _causal_row(causal, prompt, draft, j)
+    assert math.isclose(v1.probs[j], float(row[draft[j]]), rel_tol=1e-4)
+    assert math.isclose(v2.probs[j], float(row[other]), rel_tol=1e-4)
+
+    bidir = _decoder(name)
+    vis = lambda dr: bidir.forward(Buffer(bidir.text.render(A), dr + [None] * (G - len(dr))), "t")[j]  # noqa: E731
+    assert not torch.allclose(vis(draft), vis(swapped))
+    h1, _ = bidir.score(A, draft, mode="hidden")
+    h2, _ = bidir.score(A, swapped, mode="hidden")
+    assert h1.argmax == h2.argmax and h1.probs[:j] == h2.probs[:j] and h1.probs[j + 1:] == h2.probs[j + 1:]
+
+
+@pytest.mark.parametrize("mode", ["visible", "hidden"])
+def test_unrelated_draft_probe(mode):
+    d = _decoder("tiny-dream", f"decoding.verifier_mode={mode}")
+    foreign = d.generate(B).token_ids
+    res = probe_unrelated(d, A, foreign, Threshold(0.9))
+    assert res.mode == mode and res.draft_tokens == len(d.content(foreign))
+    assert 0.0 <= res.median_prob <= 1.0 and 0 <= res.accepted_tokens <= res.draft_tokens
+    v, _ = d.score(A, d.content(foreign))
+    assert res.accepted_tokens == next((i for i, p in enumerate(v.probs) if p < 0.9), len(v.probs))
+
+
+@pytest.mark.parametrize("name", ["tiny-llada", "tiny-dream"])
+@pytest.mark.parametrize("mode", ["visible", "hidden"])
+def test_stream_residual_and_minimum(name, mode):
+    d = _decoder(name, f"decoding.verifier_mode={mode}")
+    assert d.verifier_mode == mode
+    session = d.open_stream()
+    draft = session.step(B, [], Greedy()).answer.token_ids
+    for rule in (Greedy(), Threshold(0.5)):
+        res = session.step(A, draft, rule)
+        assert res.answer.forwards >= d.min_residual_forwards == 2
+        assert res.answer.meter.forwards == res.answer.forwards
+    full = [t for t in d.generate(A).token_ids if t not in d.eos_ids] + [7] * G
+    res = session.step(A, full[:G], Threshold(0.0))
+    assert res.accepted_tokens == G - 1 and res.answer.forwards == 2
+    assert list(res.answer.token_ids[:G - 1]) == full[:G - 1]
+
+
+def test_settings_validation_and_configs():
+    with pytest.raises(ConfigError, match="verifier_mode"):
+        bidir_settings_from({"verifier_mode": "peek"})
+    with pytest.raises(ConfigError, match="remasking"):
+        bidir_settings_from({"style": "llada", "remasking": "entropy"})
+    with pytest.raises(ConfigError, match="stepz"):
+        bidir_settings_from({"stepz": 3})
+    for name, mask in (("llada-8b", 126336), ("dream-7b", 151666)):
+        s = bidir_settings_from(dict(model_config(name).decoding))
+        assert s.mask_token_id == mask and s.verifier_mode == "visible"
+
+
+def test_causal_stand_in_gets_full_attention():
+    """A tiny Qwen3 run as family bidirectional sees the future through an all-True 4-D mask."""
+    d = _decoder("tiny-qwen3", "family=bidirectional", "decoding.style=llada", "decoding.mask_token_id=511",
+                 "decoding.tokens_per_step=4")
+    buf = Buffer(d.text.render(A), [None] * G)
+    first = d.forward(buf, "t")[0].clone()
+    buf.answer[G - 1] = 42
+    assert not torch.allclose(first, d.forward(buf, "t")[0])
+    assert d.generate(A).forwards == G // 4
