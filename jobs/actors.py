@@ -70,6 +70,7 @@ class DecodedShard:
     results: tuple[ExampleResult, ...]
     busy_s: float  # wall time of run_shard on the actor
     forward_wall_s: float
+    load_s: float  # the actor's model load (once per actor; the driver counts it once)
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ class ModelActor:
         rule = make_rule(task.acceptance, task.tau)
         results = tuple(self._run_example(decoder, rule, ex) for ex in task.examples)
         return DecodedShard(task.shard_id, self.actor_id, self.device_label, results,
-                            time.perf_counter() - start, sum(r.forward_wall_s for r in results))
+                            time.perf_counter() - start, sum(r.forward_wall_s for r in results), self.load_s)
 
     def _run_example(self, decoder: Decoder, rule: Any, ex: ExampleTask) -> ExampleResult:
         if ex.request is None:

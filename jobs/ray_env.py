@@ -46,14 +46,30 @@ class RaySession:
     address: str | None
 
 
+def set_env_defaults() -> None:
+    """Set the loopback/quiet env vars unless they are set already (``jobs/__init__`` calls this)."""
+    for key, value in {**LOOPBACK_ENV, **WORKER_ENV}.items():
+        os.environ.setdefault(key, value)
+
+
 def apply_loopback_env(home: str | os.PathLike[str] | None = None) -> Path:
     """Set the loopback/quiet env vars (without overriding explicit ones) and the bootstrap file.
 
     Returns the path of the ``ray_bootstrap_config.yaml`` it made sure exists.
     """
-    for key, value in {**LOOPBACK_ENV, **WORKER_ENV}.items():
-        os.environ.setdefault(key, value)
+    set_env_defaults()
     return ensure_bootstrap_config(home)
+
+
+def _force_loopback_constant() -> None:
+    """Ray reads RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER once at import: if ray was imported before our env
+    was set, correct the constant it cached (else the head resolves 127.0.0.1 to the host's address)."""
+    from ray._private import ray_constants
+
+    wanted = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0") not in ("0", "false", "False")
+    if ray_constants.ENABLE_RAY_CLUSTER != wanted:
+        log.warning("ray was imported before jobs.ray_env set its environment; correcting ENABLE_RAY_CLUSTER")
+        ray_constants.ENABLE_RAY_CLUSTER = wanted
 
 
 def ensure_bootstrap_config(home: str | os.PathLike[str] | None = None) -> Path:
@@ -78,6 +94,7 @@ def start_ray(cfg: RayConfig, *, default_num_cpus: int) -> RaySession:
         log.info("connecting to the Ray cluster at %s", cfg.address)
         ray.init(address=cfg.address, include_dashboard=False, log_to_driver=True)
         return RaySession(owned=False, address=cfg.address)
+    _force_loopback_constant()
     num_cpus = cfg.num_cpus if cfg.num_cpus is not None else default_num_cpus
     log.info("starting local Ray on %s: num_cpus=%s num_gpus=%s object_store=%d MiB",
              LOOPBACK, num_cpus, cfg.num_gpus, cfg.object_store_mb)

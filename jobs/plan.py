@@ -1,0 +1,135 @@
+"""Validate a grid up front and turn it into shards of ready-to-decode examples.
+
+Everything that can be checked before a model actor starts is checked here, and every problem is
+collected into ONE :class:`~streamgen.config.ConfigError`: unknown models and benchmarks, τ outside
+[0, 1], a missing data directory (``streamgen.config.validate_grid``), model weights that cannot be
+found (package, file or folder missing; family module absent), benchmarks whose module or data does
+not load. Models are not loaded in the driver (slow, and a GPU driver must not touch CUDA before its
+actors start); the check is that their weights are where the config says.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from jobs.shards import Shard, expand_cells, expand_shards
+from streamgen.config import (
+    BenchmarkConfig,
+    ConfigError,
+    GridConfig,
+    ModelConfig,
+    benchmark_config,
+    model_config,
+    raise_if_problems,
+    resolve_data_dir,
+    validate_grid,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GridPlan:
+    """A validated grid: its configs, examples and shards, and the resolved config as YAML."""
+
+    grid: GridConfig
+    data_dir: Path
+    models: Mapping[str, ModelConfig]
+    benchmarks: Mapping[str, BenchmarkConfig]
+    examples: Mapping[str, Mapping[str, Any]]  # benchmark → example id → Example
+    segments: Mapping[tuple[str, str], tuple[str, ...]]  # (benchmark, example id) → segments
+    excluded: Mapping[tuple[str, str], str | None]  # (benchmark, example id) → reason decided up front
+    shards: tuple[Shard, ...]
+
+    @property
+    def resolved_yaml(self) -> str:
+        doc = {
+            "grid": dataclasses.asdict(self.grid),
+            "data_dir": str(self.data_dir),
+            "models": {k: dataclasses.asdict(v) for k, v in self.models.items()},
+            "benchmarks": {k: dataclasses.asdict(v) for k, v in self.benchmarks.items()},
+        }
+        return OmegaConf.to_yaml(OmegaConf.create(doc))
+
+
+def model_problems(cfg: ModelConfig) -> list[str]:
+    """Whether ``cfg``'s family module imports and its weights are where it says (nothing is loaded)."""
+    from streamgen import models
+
+    p: list[str] = []
+    module = models.FAMILY_MODULES.get(cfg.family)
+    if module is not None and importlib.util.find_spec(module) is None:
+        p.append(f"model {cfg.name}: family {cfg.family} needs {module}, which is not installed")
+    try:
+        if cfg.source == "smollm2":
+            models.smollm2_gguf_path()
+        elif cfg.source == "gguf":
+            path = Path(cfg.path) / cfg.gguf_file if cfg.gguf_file else Path(cfg.path)
+            if not path.is_file():
+                p.append(f"model {cfg.name}: GGUF file {path} does not exist; fix path=")
+        elif cfg.source == "local" and not Path(cfg.path).is_dir():
+            p.append(f"model {cfg.name}: folder {cfg.path} does not exist; fix path=")
+    except ConfigError as exc:
+        p.extend(exc.problems)
+    return p
+
+
+def _load_examples(cfg: BenchmarkConfig, data_dir: Path, limit: int | None) -> tuple[dict, dict]:
+    from streamgen.benchmarks import load_benchmark
+
+    bench = load_benchmark(cfg)
+    examples = bench.examples(data_dir, limit)
+    by_id = {ex.example_id: ex for ex in examples}
+    if len(by_id) != len(examples):
+        raise ConfigError([f"benchmark {cfg.name}: duplicate example ids in its data"])
+    segments = {(cfg.name, ex.example_id): tuple(bench.segments(ex)) for ex in examples}
+    return by_id, segments
+
+
+def plan_grid(grid: GridConfig) -> GridPlan:
+    """Validate ``grid`` and everything it names; expand it into shards. Raises one ConfigError."""
+    problems = validate_grid(grid)
+    data_dir = resolve_data_dir(grid)
+    models: dict[str, ModelConfig] = {}
+    benches: dict[str, BenchmarkConfig] = {}
+    for name in grid.models:
+        try:
+            models[name] = model_config(name)
+        except ConfigError:
+            continue  # already reported by validate_grid
+        problems.extend(model_problems(models[name]))
+    for name in grid.benchmarks:
+        try:
+            benches[name] = benchmark_config(name)
+        except ConfigError:
+            continue
+    examples: dict[str, dict[str, Any]] = {}
+    segments: dict[tuple[str, str], tuple[str, ...]] = {}
+    if data_dir.is_dir():
+        for name, cfg in benches.items():
+            try:
+                examples[name], segs = _load_examples(cfg, data_dir, grid.limit)
+                segments.update(segs)
+            except ConfigError as exc:
+                problems.extend(p for p in exc.problems if p not in problems)
+            except (OSError, ValueError, KeyError, RuntimeError) as exc:
+                problems.append(f"benchmark {name}: cannot load its examples from {data_dir} "
+                                f"({type(exc).__name__}: {exc})")
+    raise_if_problems(problems, f"grid {grid.name!r} cannot run")
+    from streamgen.benchmarks import exclusion_reason
+
+    excluded = {(b, e): exclusion_reason(examples[b][e], segs) for (b, e), segs in segments.items()}
+    cells = expand_cells(grid, models, benches)
+    ids = {name: list(exs) for name, exs in examples.items()}
+    shards = expand_shards(cells, ids, shard_size=grid.shard_size, seed=grid.seed)
+    log.info("grid %s: %d cells, %d shards, %d examples per cell at most",
+             grid.name, len(cells), len(shards), max((len(v) for v in ids.values()), default=0))
+    return GridPlan(grid, data_dir, models, benches, examples, segments, excluded, tuple(shards))

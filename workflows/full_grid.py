@@ -1,0 +1,99 @@
+"""Run a grid of (model × benchmark × acceptance/τ × example) and print the summary tables.
+
+Local (the embedded default: loopback Ray, CPU, offline SmolLM2, 2 examples of each of 6 benchmarks)::
+
+    python workflows/full_grid.py
+    python workflows/full_grid.py grid=smoke results_dir=/tmp/smoke       # tiny model, < 2 minutes
+    python workflows/full_grid.py limit=5 taus=[0.5,0.9] workers=2 models=[smollm2] benchmarks=[mbpp,chat]
+
+Debug (the same driver through submitit's in-process DebugExecutor; breakpoints work)::
+
+    python workflows/full_grid.py cluster=debug grid=smoke
+
+Slurm (one job; Ray starts inside the allocation; preemption requeues and resumes)::
+
+    python workflows/full_grid.py cluster=slurm grid=full
+
+Arguments are ``grid=NAME`` (``configs/grid/NAME.yaml``, default ``local``) and ``key=value``
+overrides of its fields (``streamgen.config.GridConfig``). Rerunning the same command resumes: finished
+shards are kept, missing or damaged ones are computed. Results: ``<results_dir>/{pairs,steps,runs}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+# Run as a script, Python puts workflows/ on the path, not the checkout: add the checkout so this
+# clone's packages are imported (not another install of streamgen).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from streamgen.config import ConfigError, GridConfig, cluster_config, grid_config  # noqa: E402
+
+log = logging.getLogger("full_grid")
+
+
+def parse_args(argv: Sequence[str]) -> tuple[str, list[str]]:
+    """``grid=NAME`` picks the grid file; every other ``key=value`` overrides one of its fields."""
+    name, overrides = "local", []
+    for arg in argv:
+        if arg in ("-h", "--help"):
+            print(__doc__)
+            raise SystemExit(0)
+        if arg.startswith("grid="):
+            name = arg.split("=", 1)[1]
+        else:
+            overrides.append(arg)
+    return name, overrides
+
+
+def run(grid: GridConfig) -> object:
+    """Run the grid where its cluster config says: in this process (local) or through submitit."""
+    cluster = cluster_config(grid.cluster)
+    if cluster.executor == "local":
+        from jobs.driver import run_grid
+
+        return run_grid(grid)
+    from jobs.slurm import launch
+
+    return launch(grid, cluster)
+
+
+def print_summary(summary: object, grid: GridConfig) -> None:
+    from analysis.report import print_summary as print_tables
+
+    t = getattr(summary, "timings", None)
+    if t is not None:
+        s = summary
+        print(f"run {s.run_id}: {s.shards_done} shards computed, {s.shards_skipped} already done, "  # type: ignore[attr-defined]
+              f"{len(s.shards_failed)} failed; {s.examples} examples ({s.errors} errors, "  # type: ignore[attr-defined]
+              f"{s.excluded} excluded) in {s.wall_s:.0f} s")  # type: ignore[attr-defined]
+        print(f"time: ray start {t.ray_start_s:.1f} s, model load {t.load_s:.1f} s, decode {t.decode_s:.1f} s "
+              f"({t.forward_s:.1f} s in forwards), scoring {t.score_s:.1f} s, writing {t.write_s:.2f} s")
+    print_tables(grid.results_dir)
+
+
+def main(argv: Sequence[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("streamgen").setLevel(logging.WARNING)
+    name, overrides = parse_args(argv)
+    from jobs.driver import GridAborted
+
+    try:
+        grid = grid_config(name, overrides)
+        summary = run(grid)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except GridAborted as exc:
+        print(f"aborted: {exc}", file=sys.stderr)
+        return 1
+    print_summary(summary, grid)
+    failed = getattr(summary, "shards_failed", [])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
