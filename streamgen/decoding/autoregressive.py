@@ -185,16 +185,18 @@ class AutoregressiveDecoder:
         return bool(answer) and answer[-1] in self.eos_token_ids
 
     def _generation(self, answer: list[int], span: Any) -> Generation:
-        return Generation(tuple(answer), self.decode_text(answer), self.is_finished(answer), span.wall_s, span.meter)
+        finished = self.is_finished(answer)
+        text = self.decode_text(answer[:-1] if finished else answer)  # EOS is never part of the text
+        return Generation(tuple(answer), text, finished, span.wall_s, span.meter)
 
     # -- Decoder protocol ----------------------------------------------------------------------
 
     @torch.inference_mode()
     def generate(self, messages: Sequence[Message]) -> Generation:
         """Base run: prefill the whole request in a fresh cache, then greedy decode (no reuse)."""
-        request = self.render(messages)
-        self.check_fits(len(request))
-        with self.meter.span() as span:
+        with self.meter.span() as span:  # rendering counts: the user waits through it too
+            request = self.render(messages)
+            self.check_fits(len(request))
             state = KVState()
             logits = self.forward(state, request, 1, "prefill")
             answer = self.continue_greedy(state, [int(logits[-1].argmax())])
@@ -234,10 +236,10 @@ class AutoregressiveSession:
     @torch.inference_mode()
     def step(self, messages: Sequence[Message], draft: Sequence[int], rule: AcceptanceRule) -> StepResult:
         dec = self.decoder
-        request = dec.render(messages)
-        dec.check_fits(len(request))
         draft = dec.truncate_draft(draft)
         with dec.meter.span() as span:
+            request = dec.render(messages)
+            dec.check_fits(len(request))
             cached = self._reuse_prefix(request)
             feed = request[cached:] + draft
             logits = dec.forward(self.state, feed, len(draft) + 1, "verify" if draft else "prefill")

@@ -1,0 +1,183 @@
+"""The paired base/stream procedure: losslessness, residual vs speculative accounting, records."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from streamgen.config import ConfigError, model_config
+from streamgen.decoding.autoregressive import AutoregressiveDecoder
+from streamgen.decoding.base import Greedy, Threshold
+from streamgen.models import load_decoder
+from streamgen.records import PAIRS_SCHEMA, STEPS_SCHEMA, PairRecord, StepRecord, to_table
+from streamgen.stream import (
+    PairOutcome,
+    RecordContext,
+    RequestError,
+    StreamRequest,
+    build_records,
+    error_record,
+    excluded_records,
+    exclusion_before_run,
+    run_pair,
+)
+
+ARCHS = ("llama", "qwen3", "gemma3")
+SENTENCES = ("Write a function. ", "It adds two numbers. ", "Return the sum!", " Handle empty lists. ",
+             "Use type hints.", "\nExplain why? ", "def f(x):\n", "The fox jumps. ", "abc", "x = 1. ")
+CTX = RecordContext(run_id="r1", shard_id="s1", cell_id="c1", model="tiny-llama", family="autoregressive",
+                    benchmark="humaneval", benchmark_version="1", acceptance="greedy", tau=None, device="cpu",
+                    code_version="test")
+GOLDEN_REQUEST = StreamRequest("golden", (), ("Write a function that adds two numbers. ",
+                                              "It should return their sum. ", "Use type hints."))
+
+
+@pytest.fixture(scope="module")
+def decoders() -> dict[str, AutoregressiveDecoder]:
+    return {a: load_decoder(model_config(f"tiny-{a}"), max_new_tokens=8) for a in ARCHS}
+
+
+requests = st.builds(
+    lambda segs, hist: StreamRequest("ex", hist, tuple(segs)),
+    st.lists(st.sampled_from(SENTENCES) | st.text(alphabet="abcxyz .,?\n", min_size=1, max_size=15),
+             min_size=2, max_size=4).filter(lambda s: "".join(s).strip()),
+    st.sampled_from([(), ({"role": "user", "content": "Hi."}, {"role": "assistant", "content": "Hello!"})]),
+)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@settings(derandomize=True, deadline=None, max_examples=70, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(request=requests, base_first=st.booleans())
+def test_greedy_stream_answer_equals_base_answer(decoders, arch: str, request: StreamRequest,
+                                                 base_first: bool) -> None:
+    """Greedy acceptance is lossless (70 requests per architecture, 210 in all)."""
+    outcome = run_pair(decoders[arch], request, Greedy(), base_first=base_first)
+    assert outcome.stream.token_ids == outcome.base.token_ids
+    assert outcome.base.forwards == len(outcome.base.token_ids)
+    for step in outcome.steps:
+        decoded_after_verify = max(0, len(step.answer.token_ids) - step.accepted_tokens - 1)
+        assert step.answer.forwards == 1 + decoded_after_verify
+
+
+def test_residual_and_speculative_are_separated_exactly(decoders) -> None:
+    outcome = run_pair(decoders["llama"], GOLDEN_REQUEST, Greedy(), base_first=True)
+    steps = outcome.steps
+    assert len(steps) == 3 and outcome.run_order == "base_first"
+    assert outcome.residual_forwards == steps[-1].answer.forwards
+    assert outcome.residual_wall_s == steps[-1].answer.wall_s
+    assert outcome.speculative_forwards == steps[0].answer.forwards + steps[1].answer.forwards
+    assert outcome.speculative_wall_s == pytest.approx(steps[0].answer.wall_s + steps[1].answer.wall_s)
+    assert [s.draft_tokens_in for s in steps] == [0, len(steps[0].answer.token_ids), len(steps[1].answer.token_ids)]
+
+
+@pytest.mark.parametrize("arch,expected", [
+    ("llama", (8, 53, [(0, 0, 8, 8, 33), (8, 1, 7, 7, 32), (8, 0, 8, 8, 34)])),
+    ("qwen3", (8, 53, [(0, 0, 8, 8, 33), (8, 1, 7, 7, 32), (8, 1, 7, 7, 33)])),
+    ("gemma3", (8, 53, [(0, 0, 8, 8, 33), (8, 1, 7, 7, 32), (8, 0, 8, 8, 34)])),
+])
+def test_golden_forward_counts(decoders, arch: str, expected) -> None:
+    """Regression pins (seed 0 tiny models, max_new_tokens 8): base forwards, base tokens fed, and per step
+    (draft in, accepted, generated, forwards, tokens fed)."""
+    o = run_pair(decoders[arch], GOLDEN_REQUEST, Greedy(), base_first=True)
+    got = (o.base.forwards, o.base.meter.tokens_fed,
+           [(s.draft_tokens_in, s.accepted_tokens, s.generated_tokens, s.answer.forwards, s.answer.meter.tokens_fed)
+            for s in o.steps])
+    assert got == expected
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tau_zero_accepts_every_draft_and_finishes_in_one_forward(decoders, arch: str) -> None:
+    o = run_pair(decoders[arch], GOLDEN_REQUEST, Threshold(0.0), base_first=False)
+    for step in o.steps[1:]:
+        assert step.accepted_tokens == step.draft_tokens_in
+    assert o.residual_forwards == 1  # every draft is complete (EOS or budget), so nothing is left to decode
+    assert o.min_residual_forwards == 1 and o.run_order == "stream_first"
+
+
+def test_tau_above_one_accepts_nothing(decoders) -> None:
+    o = run_pair(decoders["qwen3"], GOLDEN_REQUEST, Threshold(1.5), base_first=True)
+    assert all(s.accepted_tokens == 0 for s in o.steps)
+    assert o.residual_forwards == len(o.stream.token_ids)
+    assert o.stream.token_ids == o.base.token_ids  # rejecting everything regenerates greedily
+
+
+def test_run_order_is_respected(decoders) -> None:
+    dec = decoders["llama"]
+    full = dec.count_request_tokens(GOLDEN_REQUEST.messages())
+    for base_first in (True, False):
+        start = len(dec.meter.calls)
+        run_pair(dec, GOLDEN_REQUEST, Greedy(), base_first=base_first)
+        first_call = dec.meter.calls[start]
+        assert (first_call.tokens_fed == full) is base_first
+
+
+def test_bad_requests_raise_one_clear_error(decoders) -> None:
+    with pytest.raises(RequestError, match="request is empty"):
+        run_pair(decoders["llama"], StreamRequest("e", (), ("  ", "\n")), Greedy(), base_first=True)
+    with pytest.raises(RequestError, match="request is empty"):
+        run_pair(decoders["llama"], StreamRequest("e", (), ()), Greedy(), base_first=True)
+    long = StreamRequest("l", (), ("word " * 600, "more."))
+    with pytest.raises(RequestError, match="shorter request.*more context") as info:
+        run_pair(decoders["llama"], long, Greedy(), base_first=True)
+    assert isinstance(info.value, ConfigError)
+
+
+def test_single_segment_is_excluded_before_running() -> None:
+    assert exclusion_before_run(["One sentence."]) == "single_segment"
+    assert exclusion_before_run(["One. ", "Two."]) is None
+
+
+def test_messages_carry_system_prompt_history_and_prefix() -> None:
+    r = StreamRequest("m", ({"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}),
+                      ("One. ", "Two."), system_prompt="Be brief.")
+    assert r.messages(1) == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "a"},
+                             {"role": "assistant", "content": "b"}, {"role": "user", "content": "One. "}]
+    assert r.messages()[-1]["content"] == "One. Two."
+
+
+def test_build_records_fills_every_cost_column(decoders) -> None:
+    o = run_pair(decoders["gemma3"], GOLDEN_REQUEST, Greedy(), base_first=True)
+    pair, steps = build_records(o, CTX, 1.0, 0.0, base_score_status="passed", stream_score_status="failed")
+    assert pair.base_forwards == o.base.forwards and pair.residual_forwards == o.steps[-1].answer.forwards
+    assert pair.speculative_forwards == sum(s.answer.forwards for s in o.steps[:-1])
+    assert pair.residual_tokens_fed == o.steps[-1].answer.meter.tokens_fed
+    assert pair.base_tokens_fed == o.base.meter.tokens_fed
+    assert pair.draft_tokens_final == o.steps[-1].draft_tokens_in
+    assert pair.accepted_tokens_final == o.steps[-1].accepted_tokens
+    assert pair.base_answer == o.base.text and pair.stream_answer == o.stream.text
+    assert pair.min_residual_forwards == 1 and pair.n_segments == 3 and pair.run_order == "base_first"
+    assert (pair.base_quality, pair.stream_quality, pair.base_score_status) == (1.0, 0.0, "passed")
+    assert pair.excluded_reason is None and pair.error_type is None and pair.device == "cpu"
+    assert [s.step for s in steps] == [1, 2, 3] and [s.is_final for s in steps] == [False, False, True]
+    assert [s.prefix_chars for s in steps] == [len(GOLDEN_REQUEST.prefix(i)) for i in (1, 2, 3)]
+    assert sum(s.forwards for s in steps if not s.is_final) == pair.speculative_forwards
+    assert to_table([pair], PairRecord).schema.equals(PAIRS_SCHEMA)
+    assert to_table(steps, StepRecord).schema.equals(STEPS_SCHEMA)
+
+
+def test_empty_answer_is_excluded_but_keeps_its_numbers(decoders) -> None:
+    base = decoders["llama"]
+    first = base.generate(GOLDEN_REQUEST.messages()).token_ids[0]
+    dec = AutoregressiveDecoder(base.model, base.tokenizer, max_new_tokens=8, eos_token_ids=[first])
+    o = run_pair(dec, GOLDEN_REQUEST, Greedy(), base_first=True)
+    pair, _ = build_records(o, CTX)
+    assert pair.excluded_reason == "empty_answer" and pair.base_forwards == 1
+
+
+def test_excluded_and_error_rows_have_null_costs() -> None:
+    ex, ex_steps = excluded_records(CTX, "e1", 1, "single_segment")
+    assert ex.excluded_reason == "single_segment" and ex.base_forwards is None and ex_steps == []
+    try:
+        raise RuntimeError("verifier crashed")
+    except RuntimeError as exc:
+        err, _ = error_record(CTX, "e2", 3, exc)
+    assert err.error_type == "RuntimeError" and "verifier crashed" in (err.error_traceback or "")
+    assert err.residual_forwards is None and err.residual_wall_s is None and err.excluded_reason is None
+    assert to_table([ex, err], PairRecord).num_rows == 2
+
+
+def test_build_records_needs_the_request() -> None:
+    o = PairOutcome(base=None, steps=(), run_order="base_first")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="request"):
+        build_records(o, CTX)
