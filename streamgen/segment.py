@@ -9,7 +9,8 @@ the preceding segment and every segment ends at a natural arrival point):
 - after sentence-final punctuation (``. ! ?`` plus closing quotes/brackets) followed by whitespace,
   except after abbreviations (``e.g. i.e. vs. Dr. etc.``), initials, numbered-list markers
   (``1. foo``), and inside doctest examples (``>>> f(1.)`` lines and their output);
-- at paragraph breaks (a blank line);
+- at paragraph breaks (a blank line), and after a line of prose that ends with a colon (``Problem:``,
+  ``Fix the grammar in this sentence:``), but not after a code line such as ``def f(x):``;
 - before each doctest example (a line starting with ``>>>``), each list item and each Markdown
   heading, and after a heading;
 - around code blocks: a fenced block (```` ``` ```` or ``~~~``), an HTML ``<code>``/``<pre>`` block
@@ -51,6 +52,7 @@ _PARAGRAPH = re.compile(r"[ \t]*\n[ \t]*\n\s*")
 _LIST_ITEM = re.compile(r"^[ \t]*(?:\d{1,3}[.)]|[-*+•])[ \t]+\S", re.MULTILINE)
 _DOCTEST = re.compile(r"^[ \t]*>>>", re.MULTILINE)
 _HEADING = re.compile(r"^#{1,6}[ \t]+\S[^\n]*\n?\s*", re.MULTILINE)
+_COLON_EOL = re.compile(r"(?<=\S):[ \t]*\n\s*")
 _CODE_OPENER = re.compile(r"^\s*(def|class|if|elif|else|for|while|with|try|except|finally|async)\b.*:\s*$")
 
 
@@ -212,6 +214,10 @@ def _candidates(text: str) -> set[int]:
     cuts = {m.end() for m in _PARAGRAPH.finditer(text)}
     for m in _SENTENCE_END.finditer(text):
         if not _inside(m.start(1), doctests) and _is_sentence_end(text, m):
+            cuts.add(m.end())
+    for m in _COLON_EOL.finditer(text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if not _CODE_OPENER.match(text[line_start : m.start() + 1]) and not _inside(m.start(), doctests):
             cuts.add(m.end())
     for pattern in (_LIST_ITEM, _DOCTEST):
         cuts.update(_skip_ws(text, m.start()) for m in pattern.finditer(text))

@@ -197,37 +197,33 @@ def test_fences_in_every_chat_like_answer_stay_whole() -> None:
 # ------------------------------------------------------------------------------------------
 
 
-def _raw_requests() -> list[tuple[str, str]]:
-    """(name, text) of every request-like field in ../shared/data (until the benchmarks render them)."""
-    import gzip
-    import json
+def _rendered_requests() -> list[tuple[str, str]]:
+    """(id, request) of every example of every benchmark, as the benchmark modules render them."""
+    from streamgen.benchmarks import load_benchmark
+    from streamgen.config import available, benchmark_config, default_data_dir
 
-    from streamgen.config import default_data_dir
-
-    d = default_data_dir()
-    if not d.is_dir():
-        pytest.skip(f"no benchmark data at {d}")
+    if not default_data_dir().is_dir():
+        pytest.skip(f"no benchmark data at {default_data_dir()}")
+    variants = [(n, []) for n in available("benchmarks")]
+    variants += [("canitedit", ["options.instruction=lazy"]), ("chat", ["options.turn=1"])]
     out: list[tuple[str, str]] = []
-    for r in map(json.loads, gzip.open(d / "humaneval/HumanEval.jsonl.gz", "rt")):
-        out.append((r["task_id"], r["prompt"]))
-    for r in map(json.loads, gzip.open(d / "ds1000/ds1000.jsonl.gz", "rt")):
-        out.append((f"ds1000/{r['metadata']['problem_id']}", r["prompt"]))
-    for r in map(json.loads, open(d / "mbpp/mbpp.jsonl")):
-        out.append((f"mbpp/{r['task_id']}", r["text"]))
-    for r in map(json.loads, open(d / "canitedit/canitedit_test.jsonl")):
-        out.append((r["full_name"], f"```python\n{r['before']}```\n{r['instruction_descriptive']}"))
-    for r in map(json.loads, open(d / "coedit/jfleg_test_coedit_format.jsonl")):
-        out.append((r["_id"], r["src"]))
-    for r in map(json.loads, open(d / "chat/mt_bench/question.jsonl")):
-        out.extend((f"mt_bench/{r['question_id']}/{i}", t) for i, t in enumerate(r["turns"]))
+    for name, overrides in variants:
+        bench = load_benchmark(benchmark_config(name, overrides))
+        out.extend((f"{name}:{e.example_id}", e.request) for e in bench.examples())
     return out
 
 
-def test_every_raw_request_in_the_data_is_lossless() -> None:
-    reqs = _raw_requests()
-    assert len(reqs) > 3000
+def test_every_rendered_request_in_the_data_is_lossless_with_blocks_whole() -> None:
+    reqs = _rendered_requests()
+    assert len(reqs) >= 164 + 974 + 427 + 2 * 105 + 1000 + 747 + 2 * 80
+    fenced = 0
     for name, text in reqs:
         segs = segment(text)
         assert "".join(segs) == text, name
         assert all(segs), name
         _assert_blocks_whole(text, segs)
+        for seg in segs:  # a fence opened in a segment is closed in the same segment
+            opens = re.findall(r"^[ \t]{0,3}`{3,}", seg, re.MULTILINE)
+            assert len(opens) % 2 == 0, (name, seg)
+            fenced += len(opens) // 2
+    assert fenced >= 974 + 427 + 2 * 105  # MBPP tests and CanItEdit programs are fenced

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Build the DS-1000 interpreter: a virtualenv with the old data-science stack its references need.
+#
+#   bash scripts/ds1000_env.sh [VENV_DIR]        # default: .venv-ds1000 in the repository root
+#   python -m streamgen.benchmarks check ds1000   # then finds VENV_DIR/bin/python (configs/benchmarks/ds1000.yaml)
+#
+# Why a separate interpreter: DS-1000's references use APIs removed from numpy 2 / pandas 2+ (np.NAN,
+# DataFrame.append, ...). Those old pins must never go into the system Python (torch, transformers and
+# datasets need the new ones). The venv sees the system site-packages (for torch, which PyPI only ships
+# with multi-GB CUDA dependencies) but its own pins shadow them.
+# Pins: ../shared/data/ds1000/SOURCE.md ("old stack"); tensorflow-cpu 2.15.1 is the newest release
+# that still accepts numpy<2 on Python 3.11.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${1:-$ROOT/.venv-ds1000}"
+PINS=(
+  "numpy==1.26.4" "pandas==1.5.3" "scipy==1.12.0" "scikit-learn==1.4.0" "matplotlib==3.8.4"
+  "seaborn==0.13.2" "Pillow==10.4.0" "statsmodels==0.14.1" "xgboost==2.0.3" "PyYAML==6.0.1"
+  "tensorflow-cpu==2.15.1" "gensim==4.3.2" "lmfit==1.2.2"
+)
+if [[ ! -x "$VENV/bin/python" ]]; then
+  python3 -m venv --system-site-packages "$VENV"
+fi
+"$VENV/bin/python" -m pip install --disable-pip-version-check -q "${PINS[@]}"
+"$VENV/bin/python" - <<'PY'
+import numpy, pandas, scipy, sklearn, matplotlib
+print("ds1000 env:", "numpy", numpy.__version__, "pandas", pandas.__version__, "scipy", scipy.__version__,
+      "sklearn", sklearn.__version__, "matplotlib", matplotlib.__version__)
+PY

@@ -1,0 +1,89 @@
+"""Run test programs in the sandbox and turn the results into :class:`Score` verdicts.
+
+An ``error`` result means the sandbox itself failed (not the program): it is retried up to
+``retries`` times, then reported with status ``error`` (never counted as a failed answer).
+Many programs go through the sandbox pool (``streamgen.scoring.pool.run_many``) when
+``workers > 1``; programs are never executed in this process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streamgen.benchmarks import Score
+from streamgen.config import REPO_ROOT, BenchmarkConfig, ConfigError
+from streamgen.scoring.metrics import pass_at_1
+
+logger = logging.getLogger(__name__)
+
+DETAIL_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Runner:
+    """How a benchmark's programs run: time limit, interpreter, memory, retries on sandbox errors."""
+
+    timeout_s: float
+    python: str | None = None  # None: the current interpreter
+    memory_bytes: int = 2 << 30
+    retries: int = 2
+
+    @classmethod
+    def from_config(cls, cfg: BenchmarkConfig) -> Runner:
+        """From ``timeout_s`` and ``options.python`` / ``options.memory_gb`` of the benchmark.
+
+        Raises :class:`ConfigError` when the configured interpreter does not exist.
+        """
+        python = cfg.options.get("python")
+        memory_gb = float(cfg.options.get("memory_gb", 2))
+        return cls(timeout_s=float(cfg.timeout_s), python=resolve_python(cfg.name, python),
+                   memory_bytes=int(memory_gb * (1 << 30)))
+
+    def _sandbox_kwargs(self) -> dict[str, Any]:
+        return {"timeout_s": self.timeout_s, "python": self.python, "memory_bytes": self.memory_bytes}
+
+    def run_one(self, program: str) -> Score:
+        from streamgen.scoring.sandbox import execute
+
+        result = execute(program, **self._sandbox_kwargs())
+        for _ in range(self.retries):
+            if result.status != "error":
+                break
+            logger.warning("sandbox error, retrying: %s", result.detail or result.stderr[-200:])
+            result = execute(program, **self._sandbox_kwargs())
+        return to_score(result)
+
+    def run_many(self, programs: Sequence[str], workers: int = 1) -> list[Score]:
+        """Scores of ``programs`` in order; uses the sandbox pool when ``workers > 1``."""
+        if workers <= 1 or len(programs) <= 1:
+            return [self.run_one(p) for p in programs]
+        from streamgen.scoring.pool import run_many
+
+        results = run_many(list(programs), workers=workers, **self._sandbox_kwargs())
+        scores = [to_score(r) for r in results]
+        return [self.run_one(p) if s.status == "error" else s for p, s in zip(programs, scores, strict=True)]
+
+
+def resolve_python(benchmark: str, python: str | None) -> str | None:
+    """An interpreter path from a config (relative paths are relative to the repository root)."""
+    if not python:
+        return None
+    path = Path(os.path.expanduser(python))
+    path = path if path.is_absolute() else REPO_ROOT / path
+    if not path.exists():
+        raise ConfigError([f"benchmark {benchmark}: options.python={python!r} does not exist ({path}); "
+                           "build it (DS-1000: bash scripts/ds1000_env.sh) or set options.python=null "
+                           "to use the current interpreter"])
+    return str(path)
+
+
+def to_score(result: Any) -> Score:
+    """A sandbox ``ExecutionResult`` as a :class:`Score` (quality 0.0 and status error when no verdict)."""
+    detail = (result.stderr or result.detail or "")[-DETAIL_CHARS:]
+    quality = 0.0 if result.status == "error" else pass_at_1(result.status)
+    return Score(quality=quality, status=result.status, detail=detail, backend=str(result.backend))

@@ -1,0 +1,61 @@
+"""The shared shape of text benchmarks scored by token F1 (CoEdIT, chat).
+
+A text benchmark module supplies a :class:`TextTask` (rows → examples, example → references);
+:class:`TextBenchmark` segments the request and scores the best normalised token F1 of the answer
+against the references, in process (no code runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from streamgen.benchmarks import Example, Score
+from streamgen.benchmarks.sources import read_rows
+from streamgen.config import BenchmarkConfig
+from streamgen.scoring.extract import extract_text
+from streamgen.scoring.metrics import best_token_f1
+from streamgen.segment import segment
+
+
+class TextTask(Protocol):
+    """The benchmark-specific functions of a text benchmark."""
+
+    def examples(self, cfg: BenchmarkConfig, rows: list[dict[str, Any]], data_dir: Path) -> list[Example]:
+        """Rendered examples from raw rows (``data_dir`` for side files such as answer sets)."""
+        ...
+
+    def references(self, example: Example) -> list[str]:
+        """Every acceptable answer; the score is the best F1 over them."""
+        ...
+
+
+@dataclass(frozen=True)
+class TextBenchmark:
+    """A :class:`~streamgen.benchmarks.Benchmark` scored by normalised token F1."""
+
+    cfg: BenchmarkConfig
+    task: TextTask
+
+    def examples(self, data_dir: Path | None = None, limit: int | None = None) -> list[Example]:
+        from streamgen.benchmarks.sources import resolve_data_dir
+
+        examples = self.task.examples(self.cfg, read_rows(self.cfg, data_dir), resolve_data_dir(data_dir))
+        return examples if limit is None else examples[:limit]
+
+    def segments(self, example: Example) -> list[str]:
+        return segment(example.request)
+
+    def reference_answer(self, example: Example) -> str:
+        return example.reference
+
+    def score(self, example: Example, answer: str) -> Score:
+        f1 = best_token_f1(extract_text(answer), self.task.references(example))
+        return Score(quality=f1, status="f1", detail="", backend=None)
+
+    def score_many(self, examples: Sequence[Example], answers: Sequence[str], *,
+                   workers: int = 1) -> list[Score]:
+        del workers  # F1 is cheap and runs in process
+        return [self.score(e, a) for e, a in zip(examples, answers, strict=True)]
