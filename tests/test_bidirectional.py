@@ -147,3 +147,14 @@ def test_causal_stand_in_gets_full_attention():
     buf.answer[G - 1] = 42
     assert not torch.allclose(first, d.forward(buf, "t")[0])
     assert d.generate(A).forwards == G // 4
+
+
+@pytest.mark.parametrize("name", ["tiny-llada", "tiny-dream"])
+def test_run_pair_works_unchanged(name):
+    from streamgen.stream import StreamRequest, run_pair
+
+    d = _decoder(name, "decoding.verifier_mode=hidden")
+    req = StreamRequest("ex1", (), ("Write a function that adds two numbers. ", "It should handle floats."))
+    out = run_pair(d, req, Greedy(), base_first=False)
+    assert out.run_order == "stream_first" and out.min_residual_forwards == 2
+    assert out.base.forwards == 16 and out.residual_forwards >= 2

@@ -7,13 +7,8 @@ import torch
 
 from streamgen.config import ConfigError, model_config
 from streamgen.decoding.base import Greedy, Threshold
-from streamgen.decoding.refusion import (
-    KV,
-    ReFusionDecoder,
-    ReFusionSettings,
-    SlotState,
-    settings_from,
-)
+from streamgen.decoding.refusion import ReFusionDecoder, ReFusionSettings, settings_from
+from streamgen.decoding.slots import KV, SlotState
 from streamgen.models import load_decoder, tiny_model
 from streamgen.tokenizers import tiny_tokenizer
 
@@ -166,3 +161,14 @@ def test_settings_validation_and_config_loading():
     big = settings_from(dict(model_config("refusion-8b").decoding))
     assert (big.slot_size, big.block_length, big.gen_length, big.mask_token_id) == (32, 128, 512, 151670)
     assert big.per_benchmark["mbpp"]["token_threshold"] == 0.3
+
+
+def test_run_pair_works_unchanged():
+    from streamgen.stream import StreamRequest, run_pair
+
+    d = load_decoder(model_config("tiny-refusion"), max_new_tokens=G)
+    req = StreamRequest("ex1", (), ("Write a function that adds two numbers. ", "It should handle floats."))
+    out = run_pair(d, req, Threshold(0.5), base_first=True)
+    assert len(out.steps) == 2 and out.min_residual_forwards == 3
+    assert out.residual_forwards >= 3 and out.base.forwards >= 2
+    assert out.steps[0].accepted_tokens == 0 and out.steps[1].draft_tokens_in == len(out.steps[0].answer.token_ids)

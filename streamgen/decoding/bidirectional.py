@@ -204,6 +204,10 @@ class BidirectionalDecoder:
 
     # -- Decoder protocol ----------------------------------------------------------------------
 
+    @property
+    def max_context(self) -> int | None:
+        return self.text.max_context
+
     def count_request_tokens(self, messages: Sequence[Message]) -> int:
         return self.text.count_request_tokens(messages)
 

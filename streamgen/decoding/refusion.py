@@ -37,13 +37,13 @@ from streamgen.config import ConfigError, ModelConfig
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.base import (
     AcceptanceRule,
-    ForwardMeter,
     Generation,
     Message,
     StepResult,
     Verification,
     accepted_length,
 )
+from streamgen.decoding.slots import KV, SlotEngine, SlotState
 
 log = logging.getLogger(__name__)
 
@@ -93,237 +93,6 @@ def settings_from(decoding: dict[str, Any], family: str = "refusion") -> ReFusio
 
 
 # --------------------------------------------------------------------------------------------
-# Committed key/value tensors (batch 1), independent of transformers' cache classes
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KV:
-    """Per-layer (keys, values), each (batch, heads, tokens, head_dim)."""
-
-    layers: tuple[tuple[torch.Tensor, torch.Tensor], ...]
-
-    @property
-    def length(self) -> int:
-        return int(self.layers[0][0].shape[-2]) if self.layers else 0
-
-    def to_cache(self, batch: int = 1) -> Any:
-        """A fresh DynamicCache holding these tensors, repeated ``batch`` times along the batch axis."""
-        from transformers import DynamicCache
-
-        if not self.layers:
-            return DynamicCache()
-        return DynamicCache(ddp_cache_data=[(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1))
-                                            for k, v in self.layers])
-
-    @staticmethod
-    def from_cache(cache: Any, start: int, stop: int, row: int = 0) -> KV:
-        return KV(tuple((lay.keys[row:row + 1, :, start:stop], lay.values[row:row + 1, :, start:stop])
-                        for lay in cache.layers))
-
-    def cat(self, *others: KV) -> KV:
-        parts = [p for p in (self, *others) if p.layers]
-        if not parts:
-            return self
-        return KV(tuple((torch.cat([p.layers[i][0] for p in parts], -2), torch.cat([p.layers[i][1] for p in parts], -2))
-                        for i in range(len(parts[0].layers))))
-
-    def crop(self, keep: int) -> KV:
-        return KV(tuple((k[:, :, :keep], v[:, :, :keep]) for k, v in self.layers))
-
-
-EMPTY_KV = KV(())
-
-
-@dataclass
-class SlotState:
-    """Committed answer tokens by position, their KV (prompt first, then generation order)."""
-
-    prompt: list[int]
-    kv: KV = EMPTY_KV
-    answer: dict[int, int] = field(default_factory=dict)  # answer position → token
-    order: list[int] = field(default_factory=list)  # answer positions in commit (= KV) order
-    eos_pos: int | None = None
-
-    def commit(self, positions: Sequence[int], tokens: Sequence[int], kv: KV, eos_ids: frozenset[int]) -> None:
-        self.kv = self.kv.cat(kv)
-        for p, t in zip(positions, tokens, strict=True):
-            self.answer[p] = int(t)
-            self.order.append(p)
-            if t in eos_ids and (self.eos_pos is None or p < self.eos_pos):
-                self.eos_pos = p
-
-    def tokens(self, gen_length: int) -> list[int]:
-        """The answer in positional order, through the first EOS (inclusive)."""
-        end = gen_length if self.eos_pos is None else self.eos_pos + 1
-        return [self.answer[p] for p in range(end)]
-
-
-@dataclass(frozen=True)
-class _Chosen:
-    slots: list[list[int]]  # chosen slots (answer positions), in position order
-    drafts: list[list[int]]  # plan argmax per chosen slot
-
-
-class SlotEngine:
-    """The ReFusion round loop over a :class:`SlotState`; every model call is one metered forward."""
-
-    def __init__(self, model: Any, settings: ReFusionSettings, mask_id: int, eos_ids: frozenset[int],
-                 meter: ForwardMeter, device: torch.device) -> None:
-        self.model, self.s, self.mask_id, self.eos_ids = model, settings, mask_id, eos_ids
-        self.meter, self.device = meter, device
-
-    # -- model call ----------------------------------------------------------------------------
-
-    def forward(self, state: SlotState, rows: list[list[int]], positions: list[list[int]], kind: str,
-                with_prompt: bool = False) -> tuple[torch.Tensor, Any]:
-        """ONE forward of ``rows`` (answer positions) on top of the committed KV (batch = rows)."""
-        p = len(state.prompt)
-        ids = [(state.prompt if with_prompt else []) + r for r in rows]
-        pos = [(list(range(p)) if with_prompt else []) + [p + q for q in qs] for qs in positions]
-        cache = state.kv.to_cache(len(rows))
-        input_ids = torch.tensor(ids, dtype=torch.long, device=self.device)
-        position_ids = torch.tensor(pos, dtype=torch.long, device=self.device)
-        with self.meter.call(kind, input_ids.numel()):
-            out = self.model(input_ids=input_ids, position_ids=position_ids, cache=cache, use_cache=True)
-        return out.logits.float(), cache
-
-    # -- the round -----------------------------------------------------------------------------
-
-    def plan(self, state: SlotState, slots: list[list[int]]) -> _Chosen:
-        flat = [q for s in slots for q in s]
-        first = not state.kv.layers
-        logits, cache = self.forward(state, [[self.mask_id] * len(flat)], [flat], "plan", with_prompt=first)
-        if first:  # this pass was also the prompt prefill: keep the prompt's KV, drop the masks'
-            state.kv = KV.from_cache(cache, 0, len(state.prompt))
-            logits = logits[:, len(state.prompt):]
-        logits[..., self.mask_id] = float("-inf")
-        probs = logits[0].softmax(-1)
-        conf, x0 = probs.max(-1)
-        starts = [0]
-        for s in slots[:-1]:
-            starts.append(starts[-1] + len(s))
-        slot_conf = [float(conf[i]) for i in starts]
-        chosen = [j for j, c in enumerate(slot_conf) if c > self.s.slot_threshold]
-        if not chosen:
-            chosen = [max(range(len(slots)), key=lambda j: slot_conf[j])]
-        return _Chosen([slots[j] for j in chosen],
-                       [[int(t) for t in x0[starts[j]:starts[j] + len(slots[j])]] for j in chosen])
-
-    def _eos_cut(self, tokens: Sequence[int]) -> int | None:
-        return next((i for i, t in enumerate(tokens) if t in self.eos_ids), None)
-
-    def verify_and_commit(self, state: SlotState, ch: _Chosen) -> list[int] | None:
-        """Global AR verification of the chosen drafts; commits covered slots, else returns per-slot
-        verified lengths for the infill."""
-        flat = [t for d in ch.drafts for t in d]
-        pos = [q for s in ch.slots for q in s]
-        logits, cache = self.forward(state, [flat], [pos], "verify")
-        probs = logits[0].softmax(-1)
-        slot_first, i = set(), 0
-        for s in ch.slots:
-            slot_first.add(i)
-            i += len(s)
-        ok = [j in slot_first or float(probs[j - 1, flat[j]]) > self.s.token_threshold for j in range(len(flat))]
-        accepted = next((j for j, v in enumerate(ok) if not v), len(flat))
-        eos = self._eos_cut(flat[:accepted])
-        covered, end = 0, 0
-        for s in ch.slots:
-            if end + len(s) > accepted:
-                break
-            covered, end = covered + 1, end + len(s)
-        if eos is not None:
-            end = eos + 1
-        elif covered == 0:
-            return self._per_slot_verified(ok, ch)
-        base = state.kv.length
-        state.commit(pos[:end], flat[:end], KV.from_cache(cache, base, base + end), self.eos_ids)
-        return None
-
-    @staticmethod
-    def _per_slot_verified(ok: list[bool], ch: _Chosen) -> list[int]:
-        out, i = [], 0
-        for s in ch.slots:
-            run = ok[i:i + len(s)]
-            out.append(next((j for j, v in enumerate(run) if not v), len(run)))
-            i += len(s)
-        return out
-
-    def infill(self, state: SlotState, ch: _Chosen, verified: list[int]) -> None:
-        """Parallel in-slot infill: prediction + verification forwards until every slot is verified."""
-        rows = [list(d) for d in ch.drafts]
-        width = max(len(s) for s in ch.slots)
-        pad = lambda r: r + [self.mask_id] * (width - len(r))  # noqa: E731  (right padding: causally inert)
-        positions = [s + [s[-1] + 1 + j for j in range(width - len(s))] for s in ch.slots]
-        live = list(range(len(rows)))  # slots still in play (an EOS drops the slots after it)
-        while True:
-            if any(verified[j] < len(rows[j]) for j in live):
-                inp = [pad([t if q < verified[j] else self.mask_id for q, t in enumerate(rows[j])]) for j in live]
-                logits, _ = self.forward(state, inp, [positions[j] for j in live], "infill_predict")
-                logits[..., self.mask_id] = float("-inf")
-                for b, j in enumerate(live):
-                    for q in range(verified[j], len(rows[j])):
-                        rows[j][q] = int(logits[b, q].argmax())
-            logits, cache = self.forward(state, [pad(rows[j]) for j in live], [positions[j] for j in live],
-                                         "infill_verify")
-            probs = logits.softmax(-1)
-            for b, j in enumerate(live):
-                v = min(verified[j] + 1, len(rows[j]))  # the token after the verified run always passes
-                while v < len(rows[j]) and float(probs[b, v - 1, rows[j][v]]) > self.s.token_threshold:
-                    v += 1
-                verified[j] = max(v, 1)
-            live = self._drop_after_eos(live, rows, verified)
-            if all(verified[j] >= len(rows[j]) for j in live):
-                break
-        self._commit_infill(state, ch, rows, live, cache)
-
-    def _drop_after_eos(self, live: list[int], rows: list[list[int]], verified: list[int]) -> list[int]:
-        for b, j in enumerate(live):
-            cut = self._eos_cut(rows[j][:verified[j]])
-            if cut is not None:
-                rows[j] = rows[j][:cut + 1]
-                verified[j] = len(rows[j])
-                return live[:b + 1]
-        return live
-
-    def _commit_infill(self, state: SlotState, ch: _Chosen, rows: list[list[int]], live: list[int], cache: Any) -> None:
-        base = state.kv.length
-        for b, j in enumerate(live):  # KV of each row was computed without the other chosen slots
-            n = len(rows[j])
-            state.commit(ch.slots[j][:n], rows[j], KV.from_cache(cache, base, base + n, row=b), self.eos_ids)
-
-    def round(self, state: SlotState, slots: list[list[int]]) -> None:
-        ch = self.plan(state, slots)
-        verified = self.verify_and_commit(state, ch)
-        if verified is not None:
-            self.infill(state, ch, verified)
-
-    def decode(self, state: SlotState, gen_length: int) -> None:
-        """Fill every uncommitted position, block by block, until EOS or ``gen_length``."""
-        block = min(self.s.block_length, gen_length)
-        for start in range(0, gen_length, block):
-            while True:
-                limit = min(start + block, gen_length if state.eos_pos is None else state.eos_pos)
-                free = [p for p in range(start, limit) if p not in state.answer]
-                if not free:
-                    break
-                self.round(state, _slots(free, self.s.slot_size))
-            if state.eos_pos is not None:
-                return
-
-
-def _slots(free: list[int], k: int) -> list[list[int]]:
-    """Split uncommitted positions into slots of ``k`` consecutive positions (runs never merge)."""
-    out: list[list[int]] = []
-    for p in free:
-        if out and p == out[-1][-1] + 1 and len(out[-1]) < k:
-            out[-1].append(p)
-        else:
-            out.append([p])
-    return out
-
-
-# --------------------------------------------------------------------------------------------
 # Decoder and stream session
 # --------------------------------------------------------------------------------------------
 
@@ -363,6 +132,10 @@ class ReFusionDecoder:
             return self
         return ReFusionDecoder(self.model, self.tokenizer, replace(self.settings, **extra),
                                max_new_tokens=self.max_new_tokens, device=str(self.engine.device), text=self.text)
+
+    @property
+    def max_context(self) -> int | None:
+        return self.text.max_context
 
     def count_request_tokens(self, messages: Sequence[Message]) -> int:
         return self.text.count_request_tokens(messages)
