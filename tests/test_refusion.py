@@ -172,3 +172,20 @@ def test_run_pair_works_unchanged():
     assert len(out.steps) == 2 and out.min_residual_forwards == 3
     assert out.residual_forwards >= 3 and out.base.forwards >= 2
     assert out.steps[0].accepted_tokens == 0 and out.steps[1].draft_tokens_in == len(out.steps[0].answer.token_ids)
+
+
+def test_stream_reuses_the_request_prefix_kv():
+    """The second step feeds only the request's new tail + the draft, and scores it as a fresh pass does."""
+    d = _decoder(_model(), 0.9, 0.4)
+    first, full = [{"role": "user", "content": "Write a function"}], ADDS
+    session = d.open_stream()
+    draft = session.step(first, [], Threshold(0.5)).answer.token_ids
+    d.meter.calls.clear()
+    session.step(full, draft, Threshold(0.5))
+    verify = d.meter.calls[0]
+    prompt, content = d.text.render(full), d.content(draft)
+    assert verify.kind == "verify_stream" and verify.tokens_fed < len(prompt) + len(content)
+    fresh, _ = d.score(full, content)
+    reused, _ = d.score(full, content, reuse=session.last)
+    assert fresh.argmax == reused.argmax
+    assert all(abs(a - b) < 1e-5 for a, b in zip(fresh.probs, reused.probs, strict=True))

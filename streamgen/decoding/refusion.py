@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from streamgen.config import ConfigError, ModelConfig
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
+from streamgen.decoding.autoregressive import AutoregressiveDecoder, common_prefix_length
 from streamgen.decoding.base import (
     AcceptanceRule,
     Generation,
@@ -162,23 +162,31 @@ class ReFusionDecoder:
     @torch.inference_mode()
     def generate(self, messages: Sequence[Message]) -> Generation:
         """Base run: the whole request from scratch (the first plan forward is also the prefill)."""
-        prompt = self.text.render(messages)
-        self.text.check_fits(len(prompt))
+        state = self.start(messages)  # no reuse: the base run decodes from scratch
         with self.meter.span() as span:
-            state = SlotState(prompt)
             self.engine.decode(state, self.gen_length)
         return self._generation(state, span)
 
     @torch.inference_mode()
-    def score(self, messages: Sequence[Message], draft: Sequence[int]) -> tuple[Verification, SlotState]:
+    def score(self, messages: Sequence[Message], draft: Sequence[int],
+              reuse: SlotState | None = None) -> tuple[Verification, SlotState]:
         """ONE causal verify forward over request + draft (positional order); the returned state holds
-        the KV of the request and the whole draft (crop it to what is accepted)."""
+        the KV of the request and the whole draft (crop it to what is accepted). ``reuse``: a state
+        whose request KV is reused up to the common token prefix (only the rest is fed)."""
+        state = self.start(messages, reuse)
+        logits, cache, head = self.engine.forward(state, [list(draft)], [list(range(len(draft)))], "verify_stream")
+        state.kv = KV.from_cache(cache, 0, len(state.prompt) + len(draft))
+        return causal_verification(logits[0], head, draft), state
+
+    def start(self, messages: Sequence[Message], reuse: SlotState | None = None) -> SlotState:
+        """A state for ``messages`` holding ``reuse``'s request KV up to the common token prefix; at least
+        the request's last token is always fed again (its logits score the first draft token)."""
         state = SlotState(self.text.render(messages))
         self.text.check_fits(len(state.prompt))
-        logits, cache = self.engine.forward(state, [list(draft)], [list(range(len(draft)))], "verify_stream",
-                                            with_prompt=True)
-        state.kv = KV.from_cache(cache, 0, len(state.prompt) + len(draft))
-        return causal_verification(logits[0], len(state.prompt), draft), state
+        if reuse is not None:
+            keep = min(common_prefix_length(reuse.prompt, state.prompt), len(state.prompt) - 1, reuse.kv.length)
+            state.kv = reuse.kv.crop(keep)
+        return state
 
     def open_stream(self) -> ReFusionSession:
         return ReFusionSession(self)
@@ -189,6 +197,7 @@ class ReFusionSession:
 
     def __init__(self, decoder: ReFusionDecoder) -> None:
         self.decoder = decoder
+        self.last: SlotState | None = None  # the previous step's request and its KV (prefix reuse)
 
     @torch.inference_mode()
     def step(self, messages: Sequence[Message], draft: Sequence[int], rule: AcceptanceRule) -> StepResult:
@@ -196,7 +205,7 @@ class ReFusionSession:
         content = d.content(draft)
         with d.meter.span() as span:
             if content:
-                verification, state = d.score(messages, content)
+                verification, state = d.score(messages, content, reuse=self.last)
                 # cap: at least one position is regenerated, so a round always follows the verify
                 accepted = min(accepted_length(content, verification, rule), d.gen_length - 1)
                 state.kv = state.kv.crop(len(state.prompt) + accepted)
@@ -204,14 +213,15 @@ class ReFusionSession:
                     state.answer[j] = content[j]
                     state.order.append(j)
             else:
-                state, accepted, verification = SlotState(d.text.render(messages)), 0, None
+                state, accepted, verification = d.start(messages, self.last), 0, None
             d.engine.decode(state, d.gen_length)
+        self.last = SlotState(state.prompt, state.kv.crop(len(state.prompt)))
         answer = d._generation(state, span)
         extra = {} if verification is None else {"verify_median_prob": _median(verification.probs)}
         return StepResult(len(draft), accepted, len(answer.token_ids) - accepted, answer, extra)
 
     def close(self) -> None:
-        return None
+        self.last = None
 
 
 def _median(values: Sequence[float]) -> float:

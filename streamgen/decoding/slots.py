@@ -107,28 +107,32 @@ class SlotEngine:
 
     # -- model call ----------------------------------------------------------------------------
 
-    def forward(self, state: SlotState, rows: list[list[int]], positions: list[list[int]], kind: str,
-                with_prompt: bool = False) -> tuple[torch.Tensor, Any]:
-        """ONE forward of ``rows`` (answer positions) on top of the committed KV (batch = rows)."""
-        p = len(state.prompt)
-        ids = [(state.prompt if with_prompt else []) + r for r in rows]
-        pos = [(list(range(p)) if with_prompt else []) + [p + q for q in qs] for qs in positions]
+    def forward(self, state: SlotState, rows: list[list[int]], positions: list[list[int]],
+                kind: str) -> tuple[torch.Tensor, Any, int]:
+        """ONE forward of ``rows`` (answer positions) on top of the committed KV (batch = rows).
+
+        Request tokens not yet in the KV are fed first (the prefill rides along with the first call);
+        returns (logits, cache, number of request tokens fed ahead of the rows).
+        """
+        p, c = len(state.prompt), min(state.kv.length, len(state.prompt))
+        head, head_pos = state.prompt[c:], list(range(c, p))
+        ids = [head + r for r in rows]
+        pos = [head_pos + [p + q for q in qs] for qs in positions]
         cache = state.kv.to_cache(len(rows))
         input_ids = torch.tensor(ids, dtype=torch.long, device=self.device)
         position_ids = torch.tensor(pos, dtype=torch.long, device=self.device)
         with self.meter.call(kind, input_ids.numel()):
             out = self.model(input_ids=input_ids, position_ids=position_ids, cache=cache, use_cache=True)
-        return out.logits.float(), cache
+        if head:  # the request's KV is exact (it comes first): keep it, whatever follows
+            state.kv = KV.from_cache(cache, 0, p)
+        return out.logits.float(), cache, len(head)
 
     # -- the round -----------------------------------------------------------------------------
 
     def plan(self, state: SlotState, slots: list[list[int]]) -> _Chosen:
         flat = [q for s in slots for q in s]
-        first = not state.kv.layers
-        logits, cache = self.forward(state, [[self.mask_id] * len(flat)], [flat], "plan", with_prompt=first)
-        if first:  # this pass was also the prompt prefill: keep the prompt's KV, drop the masks'
-            state.kv = KV.from_cache(cache, 0, len(state.prompt))
-            logits = logits[:, len(state.prompt):]
+        logits, _, head = self.forward(state, [[self.mask_id] * len(flat)], [flat], "plan")
+        logits = logits[:, head:]  # the masks' KV is dropped: only the request's is kept
         logits[..., self.mask_id] = float("-inf")
         probs = logits[0].softmax(-1)
         conf, x0 = probs.max(-1)
@@ -150,7 +154,7 @@ class SlotEngine:
         verified lengths for the infill."""
         flat = [t for d in ch.drafts for t in d]
         pos = [q for s in ch.slots for q in s]
-        logits, cache = self.forward(state, [flat], [pos], "verify")
+        logits, cache, _ = self.forward(state, [flat], [pos], "verify")
         probs = logits[0].softmax(-1)
         slot_first, i = set(), 0
         for s in ch.slots:
@@ -191,13 +195,13 @@ class SlotEngine:
         while True:
             if any(verified[j] < len(rows[j]) for j in live):
                 inp = [pad([t if q < verified[j] else self.mask_id for q, t in enumerate(rows[j])]) for j in live]
-                logits, _ = self.forward(state, inp, [positions[j] for j in live], "infill_predict")
+                logits, _, _ = self.forward(state, inp, [positions[j] for j in live], "infill_predict")
                 logits[..., self.mask_id] = float("-inf")
                 for b, j in enumerate(live):
                     for q in range(verified[j], len(rows[j])):
                         rows[j][q] = int(logits[b, q].argmax())
-            logits, cache = self.forward(state, [pad(rows[j]) for j in live], [positions[j] for j in live],
-                                         "infill_verify")
+            logits, cache, _ = self.forward(state, [pad(rows[j]) for j in live], [positions[j] for j in live],
+                                            "infill_verify")
             probs = logits.softmax(-1)
             for b, j in enumerate(live):
                 v = min(verified[j] + 1, len(rows[j]))  # the token after the verified run always passes
