@@ -45,6 +45,9 @@ _SOFT_END = frozenset("etc a.m p.m u.s u.k".split())
 # Abbreviations that never end a sentence when a number follows ("No. 5", "Fig. 3", "p. 12").
 _BEFORE_NUMBER = frozenset("no nos fig figs eq eqs p pp vol sec ch art ex".split())
 
+# No sentence starts with these: "13. ," in a printed array is not a sentence end.
+_NEVER_STARTS = frozenset(",;:)]}")
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d*)?")
 _FENCE_OPEN = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _HTML_OPEN = re.compile(r"^[ \t]*<(code|pre)>", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<![\s.!?])([.!?]+)([\"'”’)\]*_`]*)(\s+)")
@@ -185,6 +188,8 @@ def _is_sentence_end(text: str, m: re.Match[str]) -> bool:
     """Whether the punctuation matched by :data:`_SENTENCE_END` really ends a sentence."""
     punct, after = m.group(1), m.end()
     following = text[after] if after < len(text) else ""
+    if following and following in _NEVER_STARTS:
+        return False
     if punct != ".":
         if set(punct) == {"."}:  # an ellipsis: a break only before a capitalised word
             return following.isupper()
@@ -201,6 +206,8 @@ def _is_sentence_end(text: str, m: re.Match[str]) -> bool:
         return False
     if word.isdigit() and len(word) <= 3 and _at_line_start(text, m.start(1) - len(word)):
         return False  # a numbered-list marker: "1. foo"
+    if _NUMBER.fullmatch(word) and not following.isupper():
+        return False  # a float printed by numpy: "array([1. , 2. ])"
     return True
 
 

@@ -227,3 +227,9 @@ def test_every_rendered_request_in_the_data_is_lossless_with_blocks_whole() -> N
             assert len(opens) % 2 == 0, (name, seg)
             fenced += len(opens) // 2
     assert fenced >= 974 + 427 + 2 * 105  # MBPP tests and CanItEdit programs are fenced
+
+
+def test_printed_arrays_are_not_split_at_float_dots() -> None:
+    text = "It prints:\narray([[3.5,   13. ,   28.5],\n       [-5. , -23. ]])\nWhy? It is 3. Then 4."
+    assert segment(text) == ["It prints:\n", "array([[3.5,   13. ,   28.5],\n       [-5. , -23. ]])\nWhy? ",
+                             "It is 3. ", "Then 4."]

@@ -1,14 +1,12 @@
 """Run test programs in the sandbox and turn the results into :class:`Score` verdicts.
 
-An ``error`` result means the sandbox itself failed (not the program): it is retried up to
-``retries`` times, then reported with status ``error`` (never counted as a failed answer).
-Many programs go through the sandbox pool (``streamgen.scoring.pool.run_many``) when
-``workers > 1``; programs are never executed in this process.
+An ``error`` result means the sandbox itself failed (not the program): the sandbox pool
+(``streamgen.scoring.pool.run_many``) retries it up to ``retries`` times, then it is reported with
+status ``error`` (never counted as a failed answer). Programs never run in this process.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,8 +16,6 @@ from typing import Any
 from streamgen.benchmarks import Score
 from streamgen.config import REPO_ROOT, BenchmarkConfig, ConfigError
 from streamgen.scoring.metrics import pass_at_1
-
-logger = logging.getLogger(__name__)
 
 DETAIL_CHARS = 2000
 
@@ -44,29 +40,17 @@ class Runner:
         return cls(timeout_s=float(cfg.timeout_s), python=resolve_python(cfg.name, python),
                    memory_bytes=int(memory_gb * (1 << 30)))
 
-    def _sandbox_kwargs(self) -> dict[str, Any]:
-        return {"timeout_s": self.timeout_s, "python": self.python, "memory_bytes": self.memory_bytes}
-
     def run_one(self, program: str) -> Score:
-        from streamgen.scoring.sandbox import execute
-
-        result = execute(program, **self._sandbox_kwargs())
-        for _ in range(self.retries):
-            if result.status != "error":
-                break
-            logger.warning("sandbox error, retrying: %s", result.detail or result.stderr[-200:])
-            result = execute(program, **self._sandbox_kwargs())
-        return to_score(result)
+        return self.run_many([program])[0]
 
     def run_many(self, programs: Sequence[str], workers: int = 1) -> list[Score]:
-        """Scores of ``programs`` in order; uses the sandbox pool when ``workers > 1``."""
-        if workers <= 1 or len(programs) <= 1:
-            return [self.run_one(p) for p in programs]
+        """Scores of ``programs`` in order, ``workers`` sandboxes at once (the sandbox pool retries
+        ``error`` results ``retries`` times; one still ``error`` stays ``error``)."""
         from streamgen.scoring.pool import run_many
 
-        results = run_many(list(programs), workers=workers, **self._sandbox_kwargs())
-        scores = [to_score(r) for r in results]
-        return [self.run_one(p) if s.status == "error" else s for p, s in zip(programs, scores, strict=True)]
+        results = run_many(list(programs), timeout_s=self.timeout_s, workers=max(1, workers),
+                           python=self.python, retries=self.retries, memory_bytes=self.memory_bytes)
+        return [to_score(r) for r in results]
 
 
 def resolve_python(benchmark: str, python: str | None) -> str | None:
