@@ -155,3 +155,56 @@ def test_load_checkpoint_folder(tmp_path):
         got = model(ids).logits[0]
     assert torch.allclose(got, _reference_logits("llada", spec, sd, ids[0]), atol=1e-4)
     assert model.spec.mask_token_id == 49
+
+
+def test_dream_folder_and_custom_code_tokenizer_load_without_hub_code(tmp_path):
+    """A Dream-style folder (Qwen2 config keys, tokenizer_config pointing at custom code) loads: the
+    model by name mapping, the tokenizer from tokenizer.json, with its chat template."""
+    from safetensors.torch import save_file
+
+    from streamgen.decoding.bidir_models import load_checkpoint_tokenizer
+    from streamgen.tokenizers import tiny_tokenizer
+
+    raw = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "intermediate_size": 48, "vocab_size": VOCAB, "rope_theta": 10000.0, "rms_norm_eps": 1e-6,
+           "max_position_embeddings": 256, "mask_token_id": 49, "eos_token_id": 48}
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    spec = tiny_spec("dream", VOCAB, hidden_size=32, intermediate_size=48, num_kv_heads=2, rope_theta=10000.0,
+                     rms_norm_eps=1e-6)
+    sd = _dream_checkpoint(spec, torch.Generator().manual_seed(3))
+    save_file(sd, str(tmp_path / "model.safetensors"))
+    model = load_bidir_checkpoint("dream", tmp_path, dtype=torch.float32)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        assert torch.allclose(model(ids).logits[0], _reference_logits("dream", spec, sd, ids[0]), atol=1e-4)
+
+    tiny_tokenizer().save_pretrained(tmp_path)
+    meta = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    meta.update(tokenizer_class="DreamTokenizer", auto_map={"AutoTokenizer": ["tokenization_dream.DreamTokenizer", None]})
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(meta))
+    tok = load_checkpoint_tokenizer(tmp_path)
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert text.endswith("<|im_start|>assistant\n")
+    assert tok("def add(a, b):")["input_ids"] == tiny_tokenizer()("def add(a, b):")["input_ids"]
+    assert tok.eos_token == "<|im_end|>"
+
+
+def test_tokenizer_from_vocab_and_merges(tmp_path):
+    """No tokenizer.json, only Qwen2-style vocab.json + merges.txt and a custom-code config."""
+    from streamgen.decoding.bidir_models import load_checkpoint_tokenizer
+    from streamgen.tokenizers import tiny_tokenizer
+
+    ref = tiny_tokenizer()
+    model = json.loads(ref.backend_tokenizer.to_str())["model"]
+    (tmp_path / "vocab.json").write_text(json.dumps(model["vocab"]))
+    merges = [" ".join(m) if isinstance(m, list) else m for m in model["merges"]]
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "DreamTokenizer", "eos_token": "<|im_end|>",
+        "auto_map": {"AutoTokenizer": ["tokenization_dream.DreamTokenizer", None]},
+        "added_tokens_decoder": {str(ref.convert_tokens_to_ids(t)): {"content": t} for t in special}}))
+    tok = load_checkpoint_tokenizer(tmp_path)
+    text = "def add(a, b): return a + b<|im_end|>"  # Qwen2's pre-tokenizer splits runs of spaces differently
+    assert tok(text)["input_ids"] == ref(text)["input_ids"]
+    assert tok.eos_token_id == ref.eos_token_id

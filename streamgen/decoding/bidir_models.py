@@ -299,3 +299,40 @@ def resolve_checkpoint_folder(path: str, revision: str | None, source: str) -> P
     from huggingface_hub import snapshot_download
 
     return Path(snapshot_download(path, revision=revision))
+
+
+def load_checkpoint_tokenizer(folder: str | Path) -> Any:
+    """The checkpoint's tokenizer without hub code.
+
+    ``AutoTokenizer`` refuses folders whose config points at custom code (Dream's ``DreamTokenizer``);
+    those are byte-level BPE tokenizers underneath, so build a fast tokenizer from ``tokenizer.json``
+    (or ``vocab.json`` + ``merges.txt`` as Qwen2's) with the special tokens and chat template the
+    folder declares.
+    """
+    from transformers import AutoTokenizer
+
+    folder = Path(folder)
+    try:
+        return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    except (OSError, ValueError) as exc:
+        log.info("AutoTokenizer refused %s (%s); building the tokenizer from its files", folder, str(exc)[:80])
+    meta_path = folder / "tokenizer_config.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    named = {k: meta[k] for k in ("eos_token", "pad_token", "bos_token", "mask_token") if isinstance(meta.get(k), str)}
+    if (folder / "tokenizer.json").is_file():
+        from transformers import PreTrainedTokenizerFast
+
+        tok = PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"), **named)
+    elif (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
+        from transformers import Qwen2Tokenizer
+
+        merges = [tuple(line.split()) for line in (folder / "merges.txt").read_text().splitlines()
+                  if line.strip() and not line.startswith("#version")]
+        tok = Qwen2Tokenizer(vocab=json.loads((folder / "vocab.json").read_text()), merges=merges, **named)
+        added = meta.get("added_tokens_decoder", {})
+        tok.add_tokens([added[k]["content"] for k in sorted(added, key=int)], special_tokens=True)
+    else:
+        raise CheckpointError(f"{folder} has neither tokenizer.json nor vocab.json + merges.txt")
+    template = folder / "chat_template.jinja"
+    tok.chat_template = template.read_text() if template.is_file() else meta.get("chat_template")
+    return tok

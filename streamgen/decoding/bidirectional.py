@@ -320,25 +320,6 @@ def _checkpoint_arch(cfg: ModelConfig) -> str:
     return str(arch)
 
 
-def _load_tokenizer(folder: Any) -> Any:
-    """The checkpoint's tokenizer without hub code; falls back to its tokenizer.json + chat template."""
-    import json
-    from pathlib import Path
-
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    try:
-        return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-    except (OSError, ValueError) as exc:
-        log.info("AutoTokenizer refused %s (%s); using tokenizer.json directly", folder, exc)
-    folder = Path(folder)
-    meta = json.loads((folder / "tokenizer_config.json").read_text()) if (folder / "tokenizer_config.json").is_file() else {}
-    tok = PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
-                                  **{k: meta[k] for k in ("eos_token", "pad_token", "mask_token") if isinstance(meta.get(k), str)})
-    tok.chat_template = meta.get("chat_template")
-    return tok
-
-
 def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> Any:
     """Tiny llada/dream → in-project :class:`BidirLM`; a tiny llama/qwen3/gemma3 → a full-mask stand-in;
     a hub id or folder → the checkpoint mapped into :class:`BidirLM` (hub code only with
@@ -346,6 +327,7 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> Any:
     from streamgen import models
     from streamgen.decoding.bidir_models import (
         load_bidir_checkpoint,
+        load_checkpoint_tokenizer,
         resolve_checkpoint_folder,
         tiny_bidir_model,
     )
@@ -369,7 +351,7 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> Any:
         raise ConfigError([f"model {cfg.name}: decoding.style={arch!r} must be llada or dream"])
     folder = resolve_checkpoint_folder(cfg.path, cfg.revision, cfg.source)
     model = load_bidir_checkpoint(arch, folder, dtype=dtype, device=device)  # type: ignore[arg-type]
-    return models.LoadedModel(model, _load_tokenizer(folder))
+    return models.LoadedModel(model, load_checkpoint_tokenizer(folder))
 
 
 def _load_remote(cfg: ModelConfig, device: str, dtype: Any) -> Any:
