@@ -42,7 +42,7 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TINY_ARCHS_BUILT_HERE = ("llama", "qwen3", "gemma3")
 _TINY_COMMON: dict[str, Any] = dict(
     hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-    num_key_value_heads=2, head_dim=16, max_position_embeddings=1024, initializer_range=0.1,
+    num_key_value_heads=2, head_dim=16, max_position_embeddings=4096, initializer_range=0.1,
 )
 _TINY_ARCH: dict[str, dict[str, Any]] = {
     "llama": {"tie_word_embeddings": False},

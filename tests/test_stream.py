@@ -117,7 +117,7 @@ def test_bad_requests_raise_one_clear_error(decoders) -> None:
         run_pair(decoders["llama"], StreamRequest("e", (), ("  ", "\n")), Greedy(), base_first=True)
     with pytest.raises(RequestError, match="request is empty"):
         run_pair(decoders["llama"], StreamRequest("e", (), ()), Greedy(), base_first=True)
-    long = StreamRequest("l", (), ("word " * 600, "more."))
+    long = StreamRequest("l", (), ("word " * 5000, "more."))
     with pytest.raises(RequestError, match="shorter request.*more context") as info:
         run_pair(decoders["llama"], long, Greedy(), base_first=True)
     assert isinstance(info.value, ConfigError)
