@@ -3,7 +3,10 @@
 Prints, side by side in one run:
   1. forwards and wall clock per committed token, ReFusion (two threshold settings) vs the KV-cached
      autoregressive decoder on the same weights, and their ratios;
-  2. the cost of one streaming verify pass (request + full draft, causal) relative to one plan pass.
+  2. the cost of one streaming verify pass (request + full draft, causal) relative to one plan pass;
+  3. the unrelated-draft probe of paper §6.5 (median probability, accepted share, threshold 0.9) for the
+     causal verifier and both bidirectional modes, on random tiny models and on a "copying" LLaDA-style
+     model that reads its own token as trained LLaDA/Dream do on visible positions.
 
     python bench/bench_refusion.py [--gen 64] [--repeats 3] [--threads 1]
 
@@ -19,9 +22,13 @@ import time
 
 import torch
 
+from streamgen.config import model_config
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
+from streamgen.decoding.base import Threshold
+from streamgen.decoding.bidir_models import copying_bidir_model
+from streamgen.decoding.bidirectional import BidirectionalDecoder, BidirSettings, probe_unrelated
 from streamgen.decoding.refusion import ReFusionDecoder, ReFusionSettings
-from streamgen.models import tiny_model
+from streamgen.models import load_decoder, tiny_model
 from streamgen.tokenizers import tiny_tokenizer
 
 REQUESTS = [
@@ -57,6 +64,27 @@ def verify_vs_plan(d: ReFusionDecoder, repeats: int) -> tuple[float, float, floa
             mean(ver, lambda c: c.tokens_fed), mean(plan, lambda c: c.tokens_fed))
 
 
+def probe_table(gen: int) -> None:
+    """Paper §6.5: score a draft answering another request (and, for contrast, the matched draft)."""
+    req, other = [{"role": "user", "content": REQUESTS[0]}], [{"role": "user", "content": REQUESTS[1]}]
+    tok = tiny_tokenizer()
+    copying = BidirectionalDecoder(copying_bidir_model(len(tok), mask_token_id=511, eos_token_id=tok.eos_token_id),
+                                   tok, BidirSettings(style="llada", mask_token_id=511), max_new_tokens=gen)
+    rows = [("tiny-refusion (causal verifier)", load_decoder(model_config("tiny-refusion"), max_new_tokens=gen), None)]
+    for name in ("tiny-llada", "tiny-dream"):
+        for mode in ("visible", "hidden"):
+            rows.append((f"{name} ({mode})", load_decoder(model_config(name), max_new_tokens=gen), mode))
+    rows += [("copying llada (visible)", copying, "visible"), ("copying llada (hidden)", copying, "hidden")]
+    print(f"{'verifier':<34}{'unrelated: median p':>20}{'accepted':>10}{'matched: median p':>19}{'accepted':>10}")
+    for label, d, mode in rows:
+        foreign = d.content(d.generate(other).token_ids) or [7] * 8
+        own = d.content(d.generate(req).token_ids) or [7] * 8
+        u = probe_unrelated(d, req, foreign, Threshold(0.9), mode=mode)
+        m = probe_unrelated(d, req, own, Threshold(0.9), mode=mode)
+        print(f"{label:<34}{u.median_prob:>20.3f}{f'{u.accepted_tokens}/{u.draft_tokens}':>10}"
+              f"{m.median_prob:>19.3f}{f'{m.accepted_tokens}/{m.draft_tokens}':>10}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gen", type=int, default=64)
@@ -85,6 +113,7 @@ def main() -> None:
     print(f"stream verify pass: {v_s * 1e3:.3f} ms, {v_tok:.0f} tokens fed; plan pass: {p_s * 1e3:.3f} ms, "
           f"{p_tok:.0f} tokens fed; verify/plan = {v_s / p_s:.2f}x wall, {v_tok / p_tok:.2f}x tokens "
           f"({time.perf_counter() - t0:.1f} s)")
+    probe_table(min(args.gen, 32))
 
 
 if __name__ == "__main__":

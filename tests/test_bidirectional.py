@@ -158,3 +158,18 @@ def test_run_pair_works_unchanged(name):
     out = run_pair(d, req, Greedy(), base_first=False)
     assert out.run_order == "stream_first" and out.min_residual_forwards == 2
     assert out.base.forwards == 16 and out.residual_forwards >= 2
+
+
+def test_paper_6_5_visible_verifier_accepts_an_unrelated_draft_hidden_does_not():
+    """With a model that reads its own token (as trained LLaDA/Dream do), the visible verifier confirms a
+    draft answering a different request (median ≈ 1, everything accepted); hiding the draft removes that."""
+    from streamgen.decoding.bidir_models import copying_bidir_model
+
+    tok = tiny_tokenizer()
+    model = copying_bidir_model(len(tok), mask_token_id=511, eos_token_id=tok.eos_token_id)
+    d = BidirectionalDecoder(model, tok, BidirSettings(style="llada", mask_token_id=511), max_new_tokens=G)
+    foreign = [t for t in tok("The quick brown fox jumps over the lazy dog.")["input_ids"]]
+    vis = probe_unrelated(d, A, foreign, Threshold(0.9), mode="visible")
+    hid = probe_unrelated(d, A, foreign, Threshold(0.9), mode="hidden")
+    assert vis.median_prob > 0.99 and vis.accepted_tokens == vis.draft_tokens == len(foreign)
+    assert hid.median_prob < 0.1 and hid.accepted_tokens < hid.draft_tokens

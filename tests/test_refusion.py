@@ -189,3 +189,16 @@ def test_stream_reuses_the_request_prefix_kv():
     reused, _ = d.score(full, content, reuse=session.last)
     assert fresh.argmax == reused.argmax
     assert all(abs(a - b) < 1e-5 for a, b in zip(fresh.probs, reused.probs, strict=True))
+
+
+@pytest.mark.gpu
+def test_same_answers_and_counts_on_cuda():
+    """On a GPU: the same tokens and forward counts as on CPU (fp32), for ReFusion and LLaDA/Dream."""
+    for name in ("tiny-refusion", "tiny-llada", "tiny-dream"):
+        cpu = load_decoder(model_config(name), max_new_tokens=G)
+        gpu = load_decoder(model_config(name), device="cuda", max_new_tokens=G)
+        a, b = cpu.generate(ADDS), gpu.generate(ADDS)
+        assert a.token_ids == b.token_ids and a.forwards == b.forwards
+        ra = cpu.open_stream().step(ADDS, a.token_ids, Threshold(0.0))
+        rb = gpu.open_stream().step(ADDS, b.token_ids, Threshold(0.0))
+        assert ra.accepted_tokens == rb.accepted_tokens and ra.answer.forwards == rb.answer.forwards

@@ -255,6 +255,21 @@ def tiny_bidir_model(arch: BidirArch, seed: int, vocab_size: int, **overrides: A
     return model.eval()
 
 
+def copying_bidir_model(vocab_size: int, *, alpha: float = 3.0, seed: int = 0, **overrides: Any) -> BidirLM:
+    """A tiny LLaDA-style model that predicts the token it sees at each position, as trained LLaDA and
+    Dream do on visible (unmasked) positions: near-zero layers keep the input embedding in the residual
+    stream, and the output layer is the normalised embedding table (×``alpha``). Used to reproduce the
+    mechanism of paper §6.5 without trained weights."""
+    model = tiny_bidir_model("llada", seed, vocab_size, **overrides)
+    with torch.no_grad():
+        for name, p in model.model.layers.named_parameters():
+            if not name.endswith("norm.weight"):
+                p.mul_(0.01)
+        emb = model.model.embed_tokens.weight
+        model.lm_head.weight.copy_(alpha * emb / emb.norm(dim=-1, keepdim=True))
+    return model
+
+
 # --------------------------------------------------------------------------------------------
 # Loading a real checkpoint folder (no hub code)
 # --------------------------------------------------------------------------------------------
