@@ -1,0 +1,163 @@
+"""Figures of the report (matplotlib, Agg backend): speedup distributions and the τ sweep.
+
+``speedup_distributions`` draws paper Figures 1–2: per-example residual speedup in forwards, one
+figure per model setting (model, acceptance/τ, variant, verifier mode), one panel per benchmark,
+log x axis, the 1× line, the median (solid) and mean (dashed) marked. ``tau_sweeps`` draws quality
+against median speedup across acceptance settings, one figure per (model, variant, verifier mode).
+Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas directly, so no pyplot global
+state and no interactive backend is touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+log = logging.getLogger(__name__)
+
+SETTING = ("model", "acceptance", "tau", "variant", "verifier_mode")
+
+
+def setting_label(row: dict) -> str:
+    """'model · greedy' / 'model · τ=0.9', plus variant and verifier mode when set."""
+    parts = [str(row["model"]), "greedy" if row.get("tau") is None else f"τ={row['tau']:g}"]
+    if row.get("acceptance") not in (None, "greedy", "threshold"):
+        parts[1] = f"{row['acceptance']} {parts[1]}"
+    parts += [str(row[k]) for k in ("variant", "verifier_mode") if row.get(k)]
+    return " · ".join(parts)
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a label."""
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text.replace("τ=", "tau")).strip("-").lower()
+
+
+def _groups(rows: Sequence[dict], keys: Sequence[str]) -> Iterator[tuple[dict, list[dict]]]:
+    """Consecutive runs of ``rows`` sharing ``keys`` (the SQL output is ordered by them)."""
+    current: list[dict] = []
+    for row in rows:
+        if current and any(row[k] != current[0][k] for k in keys):
+            yield {k: current[0][k] for k in keys}, current
+            current = []
+        current.append(row)
+    if current:
+        yield {k: current[0][k] for k in keys}, current
+
+
+def speedup_distributions(per_example: pa.Table, out_dir: Path) -> list[Path]:
+    """One PNG per model setting; returns the paths written (none when there are no rows)."""
+    cols = per_example.select([*SETTING, "benchmark", "speedup_forwards"]).to_pydict()
+    rows = [dict(zip(cols, vals, strict=False)) for vals in zip(*cols.values(), strict=False)]
+    paths = []
+    for key, group in _groups(rows, SETTING):
+        by_bench: dict[str, list[float]] = {}
+        for r in group:
+            by_bench.setdefault(r["benchmark"], []).append(r["speedup_forwards"])
+        label = setting_label(key)
+        path = out_dir / f"speedup-{slug(label)}.png"
+        arrays = {b: np.asarray(v, dtype=float) for b, v in sorted(by_bench.items())}
+        _draw_distribution(label, {b: a[a > 0] for b, a in arrays.items() if (a > 0).any()}, path)
+        paths.append(path)
+    return paths
+
+
+def _draw_distribution(label: str, by_bench: dict[str, np.ndarray], path: Path) -> None:
+    ncols = min(3, len(by_bench))
+    nrows = math.ceil(len(by_bench) / ncols)
+    fig = Figure(figsize=(4.2 * ncols, 3.0 * nrows))
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    everything = np.concatenate(list(by_bench.values()))
+    lo, hi = min(everything.min(), 0.5) * 0.9, max(everything.max(), 2.0) * 1.1
+    bins = np.geomspace(lo, hi, 40)
+    for ax, (bench, values) in zip(axes.flat, by_bench.items(), strict=False):
+        ax.hist(values, bins=bins, color="#4c72b0")
+        ax.set_xscale("log")
+        ax.axvline(1.0, color="grey", linestyle=":", linewidth=1.2, label="1×")
+        ax.axvline(
+            float(np.median(values)), color="#c44e52", linewidth=1.6, label=f"median {np.median(values):.2f}×"
+        )
+        ax.axvline(
+            float(values.mean()),
+            color="#dd8452",
+            linestyle="--",
+            linewidth=1.6,
+            label=f"mean {values.mean():.2f}×",
+        )
+        ax.set_title(f"{bench} (n={values.size})", fontsize=10)
+        ax.set_xlabel("residual speedup, forwards (×)")
+        ax.legend(fontsize=7, loc="upper right")
+    for ax in list(axes.flat)[len(by_bench) :]:
+        ax.set_visible(False)
+    axes[0][0].set_ylabel("requests")
+    fig.suptitle(f"Per-example residual speedup — {label}", fontsize=11)
+    _save(fig, path)
+
+
+def tau_sweeps(tau_sweep: pa.Table, out_dir: Path) -> list[Path]:
+    """One PNG per (model, variant, verifier mode): stream quality vs median speedup across τ."""
+    rows = tau_sweep.to_pylist()
+    keys = ("model", "variant", "verifier_mode")
+    paths = []
+    for key, group in _groups(rows, keys):
+        label = setting_label({**key, "tau": None}).replace(" · greedy", "")
+        path = out_dir / f"tau-sweep-{slug(label)}.png"
+        _draw_sweep(label, group, path)
+        paths.append(path)
+    return paths
+
+
+def _draw_sweep(label: str, rows: list[dict], path: Path) -> None:
+    """Threshold points joined in τ order; greedy as a star of the same colour (not on the line)."""
+    fig = Figure(figsize=(7.4, 4.4))
+    ax = fig.subplots()
+    for key, series in _groups(rows, ("scope", "benchmark")):
+        pts = [
+            r
+            for r in series
+            if r["median_speedup_forwards"] is not None and r["stream_quality_pct"] is not None
+        ]
+        if not pts:
+            continue
+        is_macro = key["scope"] == "macro"
+        thresholds = sorted((r for r in pts if r["tau"] is not None), key=lambda r: r["tau"])
+        greedy = [r for r in pts if r["tau"] is None]
+        xy = lambda rs: ([r["median_speedup_forwards"] for r in rs], [r["stream_quality_pct"] for r in rs])  # noqa: E731
+        (line,) = ax.plot(
+            *xy(thresholds),
+            marker="o",
+            linewidth=2.6 if is_macro else 1.0,
+            color="black" if is_macro else None,
+            label="average (macro)" if is_macro else key["benchmark"],
+        )
+        ax.plot(*xy(greedy), marker="*", markersize=11, linestyle="none", color=line.get_color())
+        for r in pts:
+            ax.annotate(
+                "greedy" if r["tau"] is None else f"τ={r['tau']:g}",
+                (r["median_speedup_forwards"], r["stream_quality_pct"]),
+                fontsize=6,
+                textcoords="offset points",
+                xytext=(3, 3),
+            )
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="grey", linestyle=":", linewidth=1.0)
+    ax.set_xlabel("median residual speedup, forwards (×)")
+    ax.set_ylabel("stream quality (%)")
+    ax.set_title(f"Quality vs speedup across acceptance settings — {label}\n(★ greedy)", fontsize=10)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    _save(fig, path)
+
+
+def _save(fig: Figure, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    log.info("wrote %s", path)

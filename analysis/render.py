@@ -1,0 +1,80 @@
+"""Markdown rendering of analysis tables: column formats, row labels, one table → text.
+
+Formats: ``pct`` a value already in percent (1 decimal), ``share`` a fraction shown in percent,
+``x`` a speedup or ratio (2 decimals), ``num`` a count or median count (integers without decimals),
+``text`` as is. A NULL renders as an en dash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+SCOPE_LABEL = {"macro": "average (macro)", "pooled": "pooled"}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One rendered column: source column name (or a derived one), header, format."""
+
+    name: str
+    header: str
+    fmt: str = "text"
+
+
+def fmt(value: object, kind: str) -> str:
+    if value is None:
+        return "–"
+    if kind == "pct":
+        return f"{float(value):.1f}"  # type: ignore[arg-type]
+    if kind == "share":
+        return f"{100 * float(value):.1f}%"  # type: ignore[arg-type]
+    if kind == "x":
+        return f"{float(value):.2f}"  # type: ignore[arg-type]
+    if kind == "num":
+        v = float(value)  # type: ignore[arg-type]
+        return f"{v:.0f}" if v.is_integer() else f"{v:.1f}"
+    return str(value)
+
+
+def setting(row: dict) -> str:
+    """The model setting a row belongs to: model, acceptance rule/τ, variant, verifier mode."""
+    if "model" not in row:
+        return ""
+    acc = "greedy" if row.get("tau") is None else f"τ={row['tau']:g}"
+    parts = [str(row["model"]), acc]
+    parts += [str(row[k]) for k in ("variant", "verifier_mode") if row.get(k)]
+    return " · ".join(parts)
+
+
+def row_label(row: dict) -> str:
+    """The benchmark name, or 'average (macro)' / 'pooled' for aggregate rows."""
+    return SCOPE_LABEL.get(row.get("scope") or "", row.get("benchmark") or "–")
+
+
+def with_labels(rows: Sequence[dict]) -> list[dict]:
+    """Rows with derived ``setting`` and ``row`` columns added."""
+    return [{**r, "setting": setting(r), "row": row_label(r)} for r in rows]
+
+
+def markdown(rows: Sequence[dict] | pa.Table, columns: Sequence[Column], *, blank_repeats: str = "") -> str:
+    """A GitHub markdown table. ``blank_repeats`` names a column whose repeated values are blanked
+    (like the paper's Table 2, where the model appears once per block)."""
+    data = with_labels(rows.to_pylist() if isinstance(rows, pa.Table) else rows)
+    if not data:
+        return "_(no rows)_\n"
+    lines = [
+        "| " + " | ".join(c.header for c in columns) + " |",
+        "|" + "|".join(" ---: " if c.fmt != "text" else " --- " for c in columns) + "|",
+    ]
+    previous = None
+    for r in data:
+        cells = [fmt(r.get(c.name), c.fmt) for c in columns]
+        if blank_repeats:
+            i = [c.name for c in columns].index(blank_repeats)
+            current, cells[i] = cells[i], ("" if cells[i] == previous else cells[i])
+            previous = current
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,288 @@
+"""The report over a results directory: ``RESULTS_DIR/report/`` with report.md, CSVs and PNGs.
+
+    python -m analysis.report results/local                       # report + main tables on stdout
+    python -m analysis.report results/local --compare results/old # adds B − A deltas (B = --compare)
+
+Python: ``write_report(results_dir, compare_dir=None) -> Report``; ``summary_text(results_dir)``
+(the main tables as markdown); ``print_summary(results_dir)`` writes that text to stdout (the grid
+calls it at the end of a run) and returns it. Definitions of every statistic: docs/analysis.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from analysis import figures
+from analysis.render import Column, markdown
+from analysis.tables import TABLES, ResultsNotFoundError, build_tables, compare_tables
+
+log = logging.getLogger(__name__)
+
+KEY_COLS = [Column("setting", "Model · setting"), Column("row", "Benchmark")]
+TABLE1 = [
+    *KEY_COLS,
+    Column("n_total", "n", "num"),
+    Column("n_included", "incl.", "num"),
+    Column("n_excluded", "excl.", "num"),
+    Column("n_error", "err.", "num"),
+    Column("base_quality_pct", "Quality base (%)", "pct"),
+    Column("stream_quality_pct", "stream (%)", "pct"),
+    Column("median_base_forwards", "Fwd after final: base", "num"),
+    Column("median_residual_forwards", "stream", "num"),
+    Column("mean_speedup_forwards", "Speedup fwd: mean", "x"),
+    Column("median_speedup_forwards", "median", "x"),
+    Column("mean_speedup_wall", "Speedup wall: mean", "x"),
+    Column("median_speedup_wall", "median", "x"),
+]
+TABLE2 = [
+    *KEY_COLS,
+    Column("n_included", "n", "num"),
+    *[c for c in TABLE1 if c.name.endswith(("_pct", "speedup_forwards", "speedup_wall"))],
+]
+GAIN = [
+    *KEY_COLS,
+    Column("n_included", "n", "num"),
+    Column("share_below_1x", "< 1×", "share"),
+    Column("share_below_0_9x", "< 0.9×", "share"),
+    Column("share_below_0_8x", "< 0.8×", "share"),
+    Column("share_below_1x_wall", "< 1× wall", "share"),
+    Column("median_speedup_losers", "median of losers (×)", "x"),
+    Column("share_one_forward", "1 residual fwd", "share"),
+    Column("share_at_floor", "at floor", "share"),
+]
+KEPT = [
+    *KEY_COLS,
+    Column("share_keep_none", "keep none", "share"),
+    Column("share_keep_all", "keep all", "share"),
+    Column("share_keep_part", "keep part", "share"),
+    Column("share_no_draft", "no draft", "share"),
+]
+LIMIT = [
+    *KEY_COLS,
+    Column("median_attainable", "attainable limit (median ×)", "x"),
+    Column("median_achieved", "share achieved (median)", "share"),
+    Column("mean_overhead", "overhead: mean ×", "x"),
+    Column("median_overhead", "median ×", "x"),
+    Column("share_forwards_removed", "forwards removed (Σ)", "share"),
+]
+EXCLUSIONS = [
+    Column("setting", "Model · setting"),
+    Column("benchmark", "Benchmark"),
+    Column("kind", "Kind"),
+    Column("reason", "Reason"),
+    Column("n", "n", "num"),
+]
+ADAPT = [
+    Column("setting", "Model · variant"),
+    Column("row", "Benchmark"),
+    Column("n_before", "n before", "num"),
+    Column("n_after", "n after", "num"),
+    Column("quality_before_pct", "quality before (%)", "pct"),
+    Column("quality_after_pct", "after (%)", "pct"),
+    Column("median_speedup_before", "median speedup before", "x"),
+    Column("median_speedup_after", "after", "x"),
+    Column("mean_speedup_before", "mean before", "x"),
+    Column("mean_speedup_after", "after", "x"),
+]
+SWEEP = [
+    Column("setting", "Model · setting"),
+    Column("row", "Benchmark"),
+    Column("n_included", "n", "num"),
+    Column("stream_quality_pct", "stream quality (%)", "pct"),
+    Column("quality_delta_pct", "Δ vs base", "pct"),
+    Column("median_speedup_forwards", "median speedup fwd", "x"),
+    Column("mean_speedup_forwards", "mean", "x"),
+    Column("median_speedup_wall", "median wall", "x"),
+]
+STEPS = [
+    Column("setting", "Model · setting"),
+    Column("benchmark", "Benchmark"),
+    Column("n_examples", "n", "num"),
+    Column("mean_steps", "steps / request", "x"),
+    Column("mean_speculative_forwards", "speculative fwd / request", "x"),
+    Column("accept_ratio_all", "accepted / draft (all steps)", "share"),
+    Column("accept_ratio_final", "(final step)", "share"),
+    Column("n_residual_mismatch", "residual mismatch", "num"),
+]
+RUNS = [
+    Column("run_id", "Run"),
+    Column("grid", "Grid"),
+    Column("code_version", "Code"),
+    Column("host", "Host"),
+    Column("started_at", "Started"),
+    Column("finished_at", "Finished"),
+    Column("shards_done", "shards done", "num"),
+    Column("shards_skipped", "skipped", "num"),
+    Column("shards_total", "total", "num"),
+]
+COMPARE = [
+    Column("setting", "Model · setting"),
+    Column("row", "Benchmark"),
+    *[
+        Column(f"{name}_{side}", f"{head} {side.upper() if side != 'delta' else 'Δ'}", kind)
+        for name, head, kind in (
+            ("stream_quality_pct", "quality", "pct"),
+            ("median_speedup_forwards", "median fwd", "x"),
+            ("median_speedup_wall", "median wall", "x"),
+        )
+        for side in ("a", "b", "delta")
+    ],
+]
+
+
+@dataclass(frozen=True)
+class Report:
+    """What ``write_report`` wrote."""
+
+    markdown_path: Path
+    csv_paths: tuple[Path, ...]
+    figure_paths: tuple[Path, ...]
+    summary: str  # the main tables (markdown)
+    comparison: str | None  # the side-by-side table when a second run was given
+
+
+def _rows(table: pa.Table, **where: object) -> list[dict]:
+    rows = table.to_pylist()
+    return [r for r in rows if all(r.get(k) == v for k, v in where.items())]
+
+
+def main_tables(tables: dict[str, pa.Table]) -> str:
+    """Table 2 (benchmark rows, macro average, pooled) and the pooled/macro gain summary."""
+    gain = [r for r in tables["distribution"].to_pylist() if r["scope"] != "benchmark"]
+    return (
+        "### Quality and residual speedup (Table 2 layout)\n\n"
+        + markdown(tables["models"], TABLE2, blank_repeats="setting")
+        + "\n### Distribution of the gain (macro and pooled)\n\n"
+        + markdown(gain, GAIN, blank_repeats="setting")
+    )
+
+
+def summary_text(results_dir: str | Path, *, threads: int | None = None) -> str:
+    """The main tables of a results directory as markdown text."""
+    return main_tables(build_tables(results_dir, ["models", "distribution"], threads=threads))
+
+
+def print_summary(results_dir: str | Path, *, file: TextIO | None = None) -> str:
+    """Write the main tables to ``file`` (default stdout) and return them; used by the grid."""
+    text = summary_text(results_dir)
+    print(text, file=file or sys.stdout)
+    return text
+
+
+def _sections(tables: dict[str, pa.Table], compare: pa.Table | None, compare_dir: Path | None) -> list[str]:
+    cells = _rows(tables["cells"], scope="benchmark")
+    dist = tables["distribution"]
+    out = [
+        "## Runs\n\n" + markdown(tables["run_list"], RUNS),
+        "## Table 1 — quality and residual cost per cell\n\nQuality in percent; forwards after the final "
+        "token are medians; speedups are per-request base / residual, summarised by mean and median. "
+        "Only included requests enter a statistic; the count columns say how many rows were excluded or "
+        "errors.\n\n" + markdown(cells, TABLE1, blank_repeats="setting"),
+        "## Table 2 — per model, with macro average and pooled\n\n`average (macro)` is the mean of the "
+        "benchmarks' statistics; `pooled` is the statistic over all included requests of that setting.\n\n"
+        + markdown(tables["models"], TABLE2, blank_repeats="setting"),
+        "## Distribution of the gain\n\nShares of included requests (speedup in forwards unless marked "
+        "wall).\n\n" + markdown(dist, GAIN, blank_repeats="setting"),
+        "## Draft kept at the final update\n\n" + markdown(dist, KEPT, blank_repeats="setting"),
+        "## Attainable limit and speculative overhead\n\nAttainable = base forwards / the family's minimum "
+        "residual; overhead = (speculative + residual forwards) / base forwards.\n\n"
+        + markdown(dist, LIMIT, blank_repeats="setting"),
+        "## Excluded and error rows\n\n" + markdown(tables["exclusions"], EXCLUSIONS),
+    ]
+    if tables["adaptation"].num_rows:
+        out.append(
+            "## Adaptation before → after (Table 3)\n\n"
+            + markdown(tables["adaptation"], ADAPT, blank_repeats="setting")
+        )
+    if len({(r["acceptance"], r["tau"]) for r in tables["tau_sweep"].to_pylist()}) > 1:
+        out.append("## τ sweep — quality against median speedup\n\n" + markdown(tables["tau_sweep"], SWEEP))
+    if tables["step_summary"].num_rows:
+        out.append(
+            "## Steps of the stream runs\n\n"
+            + markdown(tables["step_summary"], STEPS, blank_repeats="setting")
+        )
+    if compare is not None:
+        out.append(
+            f"## Comparison — A = this run, B = `{compare_dir}`\n\nΔ = B − A.\n\n"
+            + markdown(compare, COMPARE, blank_repeats="setting")
+        )
+    return out
+
+
+def write_report(
+    results_dir: str | Path,
+    *,
+    compare_dir: str | Path | None = None,
+    out_dir: str | Path | None = None,
+    threads: int | None = None,
+    with_figures: bool = True,
+) -> Report:
+    """Build every table and figure; write report.md, one CSV per table and the PNGs."""
+    root = Path(results_dir)
+    out = Path(out_dir) if out_dir else root / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    tables = build_tables(root, [*TABLES, "per_example"], threads=threads)
+    compare = compare_tables(root, compare_dir, threads=threads) if compare_dir else None
+    csvs = [_write_csv(tables[name], out / f"{name}.csv") for name in TABLES]
+    if compare is not None:
+        csvs.append(_write_csv(compare, out / "compare.csv"))
+    figs = []
+    if with_figures:
+        figs = figures.speedup_distributions(tables["per_example"], out)
+        figs += figures.tau_sweeps(tables["tau_sweep"], out)
+    body = [
+        f"# streamgen report — `{root}`\n",
+        *_sections(tables, compare, Path(compare_dir) if compare_dir else None),
+    ]
+    if figs:
+        body.append("## Figures\n\n" + "\n\n".join(f"![{p.stem}]({p.name})" for p in figs) + "\n")
+    md = out / "report.md"
+    md.write_text("\n".join(body))
+    log.info("wrote %s (%d CSVs, %d figures)", md, len(csvs), len(figs))
+    comparison = None if compare is None else markdown(compare, COMPARE, blank_repeats="setting")
+    return Report(md, tuple(csvs), tuple(figs), main_tables(tables), comparison)
+
+
+def _write_csv(table: pa.Table, path: Path) -> Path:
+    pacsv.write_csv(table, path)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m analysis.report", description=__doc__.splitlines()[0])
+    parser.add_argument("results_dir", type=Path)
+    parser.add_argument(
+        "--compare", type=Path, default=None, help="a second results dir (B); deltas are B − A"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default RESULTS_DIR/report)")
+    parser.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
+    parser.add_argument("--no-figures", action="store_true", help="tables and CSVs only")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        report = write_report(
+            args.results_dir, compare_dir=args.compare, out_dir=args.out, threads=args.threads
+        )
+    except ResultsNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report.summary)
+    if report.comparison:
+        print(
+            f"### Comparison: A = {args.results_dir}, B = {args.compare} (Δ = B − A)\n\n{report.comparison}"
+        )
+    print(f"report: {report.markdown_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

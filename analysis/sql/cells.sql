@@ -1,0 +1,33 @@
+-- Table 1 layout, one row per cell (scope 'benchmark') plus one pooled row per model setting
+-- (scope 'pooled', benchmark NULL: the statistic over all that setting's included requests).
+-- n_benchmarks: benchmarks with at least one included request.
+-- Quality in percent; forwards are medians; speedups are per-example ratios summarised.
+SELECT
+    model,
+    benchmark,
+    acceptance,
+    tau,
+    variant,
+    verifier_mode,
+    CASE WHEN GROUPING(benchmark) = 1 THEN 'pooled' ELSE 'benchmark' END AS scope,
+    count(*) AS n_total,
+    count(*) FILTER (WHERE is_included) AS n_included,
+    count(*) FILTER (WHERE is_excluded) AS n_excluded,
+    count(*) FILTER (WHERE is_error) AS n_error,
+    count(DISTINCT benchmark) FILTER (WHERE is_included) AS n_benchmarks,
+    100 * avg(q_base) AS base_quality_pct,
+    100 * avg(q_stream) AS stream_quality_pct,
+    quantile_cont(f_base, 0.5) AS median_base_forwards,
+    quantile_cont(f_residual, 0.5) AS median_residual_forwards,
+    avg(s_fwd) AS mean_speedup_forwards,
+    quantile_cont(s_fwd, 0.5) AS median_speedup_forwards,
+    avg(s_wall) AS mean_speedup_wall,
+    quantile_cont(s_wall, 0.5) AS median_speedup_wall
+FROM pair_rows
+GROUP BY GROUPING SETS (
+    (model, benchmark, acceptance, tau, variant, verifier_mode),
+    (model, acceptance, tau, variant, verifier_mode)
+)
+ORDER BY
+    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST,
+    scope, benchmark;

@@ -1,0 +1,13 @@
+-- Rows kept out of every statistic, counted per cell and reason.
+-- kind 'error' (error_type set; its reason is the error type) or 'excluded' (excluded_reason set).
+SELECT
+    model, benchmark, acceptance, tau, variant, verifier_mode,
+    CASE WHEN is_error THEN 'error' ELSE 'excluded' END AS kind,
+    CASE WHEN is_error THEN error_type ELSE excluded_reason END AS reason,
+    count(*) AS n
+FROM pair_rows
+WHERE NOT is_included
+GROUP BY ALL
+ORDER BY
+    model, benchmark, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST,
+    kind, reason;

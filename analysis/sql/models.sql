@@ -1,0 +1,38 @@
+-- Table 2 layout: per model setting, its benchmark rows, then the macro average (mean over
+-- benchmarks of each benchmark's statistic; a benchmark whose statistic is NULL is skipped),
+-- then the pooled row (the statistic over all included requests). Built on the `cells` table.
+WITH macro AS (
+    SELECT
+        model,
+        NULL::VARCHAR AS benchmark,
+        acceptance,
+        tau,
+        variant,
+        verifier_mode,
+        'macro' AS scope,
+        sum(n_total)::BIGINT AS n_total,
+        sum(n_included)::BIGINT AS n_included,
+        sum(n_excluded)::BIGINT AS n_excluded,
+        sum(n_error)::BIGINT AS n_error,
+        count(*) FILTER (WHERE n_included > 0) AS n_benchmarks,
+        avg(base_quality_pct) AS base_quality_pct,
+        avg(stream_quality_pct) AS stream_quality_pct,
+        avg(median_base_forwards) AS median_base_forwards,
+        avg(median_residual_forwards) AS median_residual_forwards,
+        avg(mean_speedup_forwards) AS mean_speedup_forwards,
+        avg(median_speedup_forwards) AS median_speedup_forwards,
+        avg(mean_speedup_wall) AS mean_speedup_wall,
+        avg(median_speedup_wall) AS median_speedup_wall
+    FROM cells
+    WHERE scope = 'benchmark'
+    GROUP BY model, acceptance, tau, variant, verifier_mode
+),
+unioned AS (
+    SELECT * FROM cells
+    UNION ALL BY NAME
+    SELECT * FROM macro
+)
+SELECT * FROM unioned
+ORDER BY
+    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST,
+    CASE scope WHEN 'benchmark' THEN 0 WHEN 'macro' THEN 1 ELSE 2 END, benchmark;

@@ -1,0 +1,155 @@
+"""Run the SQL files in ``analysis/sql/`` over a results directory and return the tables.
+
+A results directory holds ``pairs/**/*.parquet``, ``steps/**/*.parquet`` and ``runs/*.parquet``
+(DESIGN §3, §5). The runner registers three views over them (``pairs``, ``steps``, ``runs``),
+executes ``_views.sql`` (the row-level ``pair_rows`` view), then each table's SQL file in order;
+every finished table is registered under its own name so later files can build on it (``models``
+reads ``cells``). Statistics and their exact definitions: ``docs/analysis.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from streamgen.records import PAIRS_SCHEMA, RUNS_SCHEMA, STEPS_SCHEMA
+
+log = logging.getLogger(__name__)
+
+SQL_DIR = Path(__file__).with_name("sql")
+
+TABLES: tuple[str, ...] = (
+    "cells",
+    "models",
+    "distribution",
+    "exclusions",
+    "adaptation",
+    "tau_sweep",
+    "step_summary",
+    "run_list",
+)
+"""Every table the report writes, in execution order (a file may read the tables before it)."""
+
+_SOURCES: dict[str, tuple[str, pa.Schema]] = {
+    "pairs": ("pairs/**/*.parquet", PAIRS_SCHEMA),
+    "steps": ("steps/**/*.parquet", STEPS_SCHEMA),
+    "runs": ("runs/*.parquet", RUNS_SCHEMA),
+}
+
+
+class ResultsNotFoundError(FileNotFoundError):
+    """The directory has no pairs result files, so there is nothing to analyse."""
+
+
+@dataclass(frozen=True)
+class ResultFiles:
+    """The files of one results directory, per source table."""
+
+    results_dir: Path
+    pairs: tuple[Path, ...]
+    steps: tuple[Path, ...]
+    runs: tuple[Path, ...]
+
+
+def find_result_files(results_dir: str | Path) -> ResultFiles:
+    """List the result files; raises ``ResultsNotFoundError`` when there are no pairs files."""
+    root = Path(results_dir)
+    found = {name: tuple(sorted(root.glob(pattern))) for name, (pattern, _) in _SOURCES.items()}
+    if not found["pairs"]:
+        raise ResultsNotFoundError(
+            f"no result files under {root}/pairs/; run `python workflows/full_grid.py "
+            f"results_dir={root}` first, or pass the directory that holds pairs/, steps/, runs/"
+        )
+    return ResultFiles(root, found["pairs"], found["steps"], found["runs"])
+
+
+def sql_text(name: str) -> str:
+    """The text of ``analysis/sql/<name>.sql``."""
+    return (SQL_DIR / f"{name}.sql").read_text()
+
+
+def _quote(text: str) -> str:
+    """A SQL string literal (single quotes doubled), for paths inside generated SQL."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _register_source(con: duckdb.DuckDBPyConnection, name: str, files: Sequence[Path]) -> None:
+    """View ``name`` over ``files``; missing record columns become typed NULLs, no files → empty."""
+    _, schema = _SOURCES[name]
+    if not files:
+        con.register(f"_{name}_empty", schema.empty_table())
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM _{name}_empty")
+        return
+    file_list = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
+    scan = f"read_parquet({file_list}, union_by_name = true, hive_partitioning = false)"
+    present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
+    fill = [f"NULL::{_duck_type(f.type)} AS {f.name}" for f in schema if f.name not in present]
+    if fill:
+        log.warning(
+            "%s files lack columns %s; read as NULL", name, [f.name for f in schema if f.name not in present]
+        )
+    extra = "".join(", " + c for c in fill)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *{extra} FROM {scan}")
+
+
+def _duck_type(dtype: pa.DataType) -> str:
+    return {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}[
+        dtype
+    ]
+
+
+def connect(results_dir: str | Path, *, threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with ``pairs``, ``steps``, ``runs`` and ``pair_rows`` views."""
+    files = find_result_files(results_dir)
+    config = {"threads": threads} if threads else {}
+    con = duckdb.connect(":memory:", config=config)
+    for name in _SOURCES:
+        _register_source(con, name, getattr(files, name))
+    con.execute(sql_text("_views"))
+    return con
+
+
+def run_table(con: duckdb.DuckDBPyConnection, name: str) -> pa.Table:
+    """Execute ``<name>.sql`` on ``con``, register the result as view ``name`` and return it."""
+    table = con.sql(sql_text(name)).to_arrow_table()
+    con.register(name, table)
+    return table
+
+
+def build_tables(
+    results_dir: str | Path, names: Sequence[str] = TABLES, *, threads: int | None = None
+) -> dict[str, pa.Table]:
+    """Every table in ``names`` (default: all of ``TABLES``) over one results directory."""
+    con = connect(results_dir, threads=threads)
+    try:
+        wanted = set(names)
+        needed = [n for n in TABLES if n in wanted or _is_dependency(n, wanted)]
+        built = {n: run_table(con, n) for n in needed}
+        extra = [n for n in names if n not in TABLES]
+        built.update({n: run_table(con, n) for n in extra})
+        return {n: built[n] for n in names}
+    finally:
+        con.close()
+
+
+_DEPENDS = {"models": {"cells"}, "adaptation": {"cells"}, "tau_sweep": {"models", "cells"}}
+
+
+def _is_dependency(name: str, wanted: set[str]) -> bool:
+    return any(name in _DEPENDS.get(w, set()) for w in wanted)
+
+
+def compare_tables(dir_a: str | Path, dir_b: str | Path, *, threads: int | None = None) -> pa.Table:
+    """The ``models`` tables of two results directories side by side, with B − A deltas."""
+    con = duckdb.connect(":memory:", config={"threads": threads} if threads else {})
+    try:
+        con.register("models_a", build_tables(dir_a, ["models"], threads=threads)["models"])
+        con.register("models_b", build_tables(dir_b, ["models"], threads=threads)["models"])
+        return con.sql(sql_text("compare")).to_arrow_table()
+    finally:
+        con.close()
