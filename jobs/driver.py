@@ -187,6 +187,8 @@ def run_grid(grid: GridConfig, *, progress: bool | None = None,
     start = time.perf_counter()
     plan = plan_grid(grid)
     writer = ResultWriter(grid.results_dir)
+    if removed := writer.remove_stale_temp_files():
+        log.info("removed %d temporary files left by an interrupted run", removed)
     todo = [s for s in plan.shards if not writer.is_done(s)]
     summary = GridSummary(new_run_id(), Path(grid.results_dir), len(plan.shards), len(plan.shards) - len(todo))
     summary.timings.plan_s = time.perf_counter() - start

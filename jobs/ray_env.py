@@ -52,6 +52,16 @@ def set_env_defaults() -> None:
         os.environ.setdefault(key, value)
 
 
+def put_checkout_on_worker_path() -> None:
+    """Local Ray workers inherit our environment: put this checkout first on their PYTHONPATH, so
+    they unpickle actors and tasks from the same code as the driver (a fresh clone run as a script
+    must not pick up another installed copy of streamgen)."""
+    root = str(Path(__file__).resolve().parents[1])
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if not parts or parts[0] != root:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *[p for p in parts if p != root]])
+
+
 def apply_loopback_env(home: str | os.PathLike[str] | None = None) -> Path:
     """Set the loopback/quiet env vars (without overriding explicit ones) and the bootstrap file.
 
@@ -95,6 +105,7 @@ def start_ray(cfg: RayConfig, *, default_num_cpus: int) -> RaySession:
         ray.init(address=cfg.address, include_dashboard=False, log_to_driver=True)
         return RaySession(owned=False, address=cfg.address)
     _force_loopback_constant()
+    put_checkout_on_worker_path()
     num_cpus = cfg.num_cpus if cfg.num_cpus is not None else default_num_cpus
     log.info("starting local Ray on %s: num_cpus=%s num_gpus=%s object_store=%d MiB",
              LOOPBACK, num_cpus, cfg.num_gpus, cfg.object_store_mb)

@@ -72,7 +72,7 @@ class Scheduler:
                  finish: Callable[[WorkUnit, Any], None], on_failed: Callable[[WorkUnit, str], None],
                  after: Callable[[WorkUnit, Any], Any] | None = None, max_attempts: int = 3,
                  poll_s: float = 0.5, unit_timeout_s: float = 1800.0, load_timeout_s: float = 900.0,
-                 get_timeout_s: float = 60.0,
+                 get_timeout_s: float = 60.0, spawn_min_units: int = 2,
                  on_dispatch: Callable[[Any, WorkUnit], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if workers < 1:
@@ -81,7 +81,7 @@ class Scheduler:
         self.finish, self.on_failed, self.on_dispatch = finish, on_failed, on_dispatch
         self.max_attempts, self.poll_s = max_attempts, poll_s
         self.unit_timeout_s, self.load_timeout_s = unit_timeout_s, load_timeout_s
-        self.get_timeout_s, self.clock = get_timeout_s, clock
+        self.get_timeout_s, self.clock, self.spawn_min_units = get_timeout_s, clock, spawn_min_units
         self.slots = [_Slot() for _ in range(workers)]
         self.queues: dict[str, deque[WorkUnit]] = {}
         self.followups: dict[Any, WorkUnit] = {}
@@ -121,8 +121,12 @@ class Scheduler:
                 self._dispatch(slot, fresh=True)
 
     def _neediest_group(self) -> str | None:
+        """The group with the most queued units per actor; a group that has actors already gets
+        another only while it has ``spawn_min_units`` queued units per actor it would then have
+        (a model load is not worth a short tail that the running actors finish soon anyway)."""
         live = Counter(s.group for s in self.slots if s.actor is not None)
-        queued = {g: len(q) for g, q in self.queues.items() if q}
+        queued = {g: len(q) for g, q in self.queues.items()
+                  if q and (live[g] == 0 or len(q) >= self.spawn_min_units * (live[g] + 1))}
         if not queued:
             return None
         return max(queued, key=lambda g: queued[g] / (live[g] + 1))

@@ -94,6 +94,16 @@ class ResultWriter:
             return "steps file holds rows of another shard"
         return None
 
+    def remove_stale_temp_files(self) -> int:
+        """Delete temporary files a killed writer left behind (``.<name>.tmp-<hex>``); returns how many.
+
+        Only call this when no other run writes to the same results directory.
+        """
+        stale = [p for table in ("pairs", "steps", "runs") for p in (self.root / table).rglob(".*.tmp-*")]
+        for p in stale:
+            p.unlink(missing_ok=True)
+        return len(stale)
+
     def write_run(self, run: RunRecord) -> Path:
         return write_parquet_atomic(to_table([run], RunRecord), self.root / "runs" / f"{run.run_id}.parquet")
 

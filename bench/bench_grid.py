@@ -1,0 +1,64 @@
+"""Grid machinery figures: forward share of actor time, 1 vs 2 actors, where a grid's wall time goes.
+
+    python bench/bench_grid.py                       # smoke grid with workers=1, then workers=2
+    python bench/bench_grid.py grid=smoke models=[tiny-llama]    # any overrides of the grid
+    python bench/bench_grid.py --only grid=local     # one run of the embedded default grid
+
+Each run goes to a fresh temporary results directory (nothing is resumed). Printed per run:
+wall (end to end), Ray start, plan, model load (summed over actors), decode (actor run_shard time,
+load excluded), forward (time inside model forwards), scoring, writing; the forward share
+(forward / decode) and examples per second of wall time. With two runs, the throughput ratio.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from jobs.driver import GridSummary, run_grid  # noqa: E402
+from streamgen.config import grid_config  # noqa: E402
+
+
+def run_once(name: str, overrides: list[str]) -> GridSummary:
+    with tempfile.TemporaryDirectory(prefix="bench_grid_") as tmp:
+        grid = grid_config(name, [*overrides, f"results_dir={tmp}"])
+        return run_grid(grid, progress=False)
+
+
+def report(label: str, s: GridSummary) -> None:
+    t = s.timings
+    rate = s.examples / s.wall_s if s.wall_s else float("nan")
+    print(f"{label}: wall {s.wall_s:.1f} s | ray start {t.ray_start_s:.1f} | plan {t.plan_s:.1f} | "
+          f"load {t.load_s:.1f} | decode {t.decode_s:.1f} (forwards {t.forward_s:.1f}) | "
+          f"scoring {t.score_s:.1f} | writing {t.write_s:.2f} | actors {len(s.devices)}")
+    print(f"{label}: {s.examples} examples, {s.shards_done} shards, {s.errors} errors; "
+          f"forward share of actor decode time {s.forward_share:.3f}; "
+          f"of decode+load {t.forward_s / max(t.decode_s + t.load_s, 1e-9):.3f}; {rate:.3f} examples/s")
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.WARNING)
+    only = "--only" in argv
+    args = [a for a in argv if a != "--only"]
+    name = next((a.split("=", 1)[1] for a in args if a.startswith("grid=")), "smoke")
+    overrides = [a for a in args if not a.startswith("grid=")]
+    if only:
+        report(name, run_once(name, overrides))
+        return 0
+    one = run_once(name, [*overrides, "workers=1"])
+    report(f"{name} workers=1", one)
+    two = run_once(name, [*overrides, "workers=2"])
+    report(f"{name} workers=2", two)
+    print(f"throughput ratio 2 vs 1 actors (examples/s, end to end): "
+          f"{(two.examples / two.wall_s) / (one.examples / one.wall_s):.2f}")
+    sched = [s.wall_s - s.timings.ray_start_s - s.timings.plan_s for s in (one, two)]
+    print(f"throughput ratio without Ray start and planning: {sched[0] / sched[1]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
