@@ -78,7 +78,7 @@ def test_pairing_same_actor_order_recorded_and_balanced(tmp_path: Path) -> None:
     assert set(orders) <= {"base_first", "stream_first"}
     assert orders.count("base_first") == orders.count("stream_first") == 2
     # the order comes from the seed: the plan says the same thing the rows say
-    plan = {(s.shard_id, e): b for s in plan_grid(grid).shards for e, b in zip(s.example_ids, s.base_first)}
+    plan = {(s.shard_id, e): b for s in plan_grid(grid).shards for e, b in zip(s.example_ids, s.base_first, strict=True)}
     assert all((r["run_order"] == "base_first") == plan[(r["shard_id"], r["example_id"])] for r in pairs)
     runs = rows(tmp_path, "runs")
     assert len(runs) == 1 and runs[0]["finished_at"] and '"GPU": 2.0' in runs[0]["device_inventory"]
