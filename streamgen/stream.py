@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import logging
 import traceback as tb
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from streamgen.benchmarks import empty_answer_reason
 from streamgen.config import ConfigError
 from streamgen.decoding.base import AcceptanceRule, Decoder, Generation, Message, StepResult
 from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord
 from streamgen.version import code_version
 
 log = logging.getLogger(__name__)
-
-EXCLUDED_SINGLE_SEGMENT = "single_segment"
-EXCLUDED_EMPTY_ANSWER = "empty_answer"
 
 
 class RequestError(ConfigError):
@@ -190,26 +187,19 @@ def _pair(ctx: RecordContext, example_id: str, n_segments: int, **values: object
         schema_version=SCHEMA_VERSION, code_version=ctx.code_version, **values)  # type: ignore[arg-type]
 
 
-def empty_answer_reason(outcome: PairOutcome) -> str | None:
-    """Paper §4: an example where either side's answer is empty is excluded from all columns alike."""
-    if not outcome.base.text.strip() or not outcome.stream.text.strip():
-        return EXCLUDED_EMPTY_ANSWER
-    return None
-
-
 def build_records(outcome: PairOutcome, ctx: RecordContext, base_quality: float | None = None,
                   stream_quality: float | None = None, *, base_score_status: str | None = None,
                   stream_score_status: str | None = None, sandbox_backend: str | None = None) -> Records:
     """The pair row and one step row per segment arrival, exactly as DESIGN §2/§5 define the costs.
 
     Scores are None until scored. An empty answer on either side marks the row excluded
-    (``empty_answer``) but keeps its numbers.
+    (``empty_answer:<side>``, paper §4) but keeps its numbers.
     """
     if outcome.request is None:
         raise ValueError("build_records needs PairOutcome.request (run_pair fills it)")
     req, base, final = outcome.request, outcome.base, outcome.final
     pair = _pair(
-        ctx, req.example_id, len(req.segments), excluded_reason=empty_answer_reason(outcome),
+        ctx, req.example_id, len(req.segments), excluded_reason=empty_answer_reason(base.text, final.answer.text),
         error_type=None, error_traceback=None,
         base_forwards=base.forwards, residual_forwards=outcome.residual_forwards,
         speculative_forwards=outcome.speculative_forwards, base_wall_s=base.wall_s,
@@ -241,7 +231,8 @@ def step_records(outcome: PairOutcome, ctx: RecordContext) -> list[StepRecord]:
 
 
 def excluded_records(ctx: RecordContext, example_id: str, n_segments: int, reason: str) -> Records:
-    """A row for an example excluded before running (e.g. ``single_segment``): reason set, costs null."""
+    """A row for an example excluded before running (``streamgen.benchmarks.exclusion_reason``, e.g.
+    ``single_segment``): reason set, costs null."""
     return Records(_pair(ctx, example_id, n_segments, excluded_reason=reason, error_type=None,
                          error_traceback=None, **_NULL_COSTS), [])
 
@@ -257,7 +248,3 @@ def error_record(ctx: RecordContext, example_id: str, n_segments: int, error: Ba
     return Records(_pair(ctx, example_id, n_segments, excluded_reason=None, error_type=error_type,
                          error_traceback=traceback, **_NULL_COSTS), [])
 
-
-def exclusion_before_run(segments: Sequence[str]) -> str | None:
-    """Paper §4: a request of a single segment has nothing to stream."""
-    return EXCLUDED_SINGLE_SEGMENT if len(segments) < 2 else None

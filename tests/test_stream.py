@@ -19,7 +19,6 @@ from streamgen.stream import (
     build_records,
     error_record,
     excluded_records,
-    exclusion_before_run,
     run_pair,
 )
 
@@ -123,11 +122,6 @@ def test_bad_requests_raise_one_clear_error(decoders) -> None:
     assert isinstance(info.value, ConfigError)
 
 
-def test_single_segment_is_excluded_before_running() -> None:
-    assert exclusion_before_run(["One sentence."]) == "single_segment"
-    assert exclusion_before_run(["One. ", "Two."]) is None
-
-
 def test_messages_carry_system_prompt_history_and_prefix() -> None:
     r = StreamRequest("m", ({"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}),
                       ("One. ", "Two."), system_prompt="Be brief.")
@@ -162,7 +156,7 @@ def test_empty_answer_is_excluded_but_keeps_its_numbers(decoders) -> None:
     dec = AutoregressiveDecoder(base.model, base.tokenizer, max_new_tokens=8, eos_token_ids=[first])
     o = run_pair(dec, GOLDEN_REQUEST, Greedy(), base_first=True)
     pair, _ = build_records(o, CTX)
-    assert pair.excluded_reason == "empty_answer" and pair.base_forwards == 1
+    assert pair.excluded_reason == "empty_answer:base+stream" and pair.base_forwards == 1
 
 
 def test_excluded_and_error_rows_have_null_costs() -> None:
