@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from streamgen.config import ConfigError, model_config
-from streamgen.decoding.base import Greedy, Threshold
+from streamgen.decoding.base import Decoder, Greedy, Threshold
 from streamgen.decoding.bidirectional import (
     BidirectionalDecoder,
     BidirSettings,
@@ -113,7 +113,7 @@ def test_unrelated_draft_probe(mode):
 @pytest.mark.parametrize("mode", ["visible", "hidden"])
 def test_stream_residual_and_minimum(name, mode):
     d = _decoder(name, f"decoding.verifier_mode={mode}")
-    assert d.verifier_mode == mode
+    assert isinstance(d, Decoder) and d.verifier_mode == mode
     session = d.open_stream()
     draft = session.step(B, [], Greedy()).answer.token_ids
     for rule in (Greedy(), Threshold(0.5)):

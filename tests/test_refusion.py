@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from streamgen.config import ConfigError, model_config
-from streamgen.decoding.base import Greedy, Threshold
+from streamgen.decoding.base import Decoder, Greedy, Threshold
 from streamgen.decoding.refusion import ReFusionDecoder, ReFusionSettings, settings_from
 from streamgen.decoding.slots import KV, SlotState
 from streamgen.models import load_decoder, tiny_model
@@ -156,6 +156,7 @@ def test_settings_validation_and_config_loading():
     with pytest.raises(ConfigError, match="token_threshold"):
         settings_from({"token_threshold": 1.5})
     d = load_decoder(model_config("tiny-refusion"), max_new_tokens=24)
+    assert isinstance(d, Decoder)
     assert d.family == "refusion" and d.gen_length == 24 and d.mask_id == MASK
     assert d.for_benchmark("mbpp") is d
     big = settings_from(dict(model_config("refusion-8b").decoding))

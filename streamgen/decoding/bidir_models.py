@@ -67,7 +67,7 @@ class BidirOutput:
 
 
 def _hf_config(spec: BidirSpec) -> Any:
-    common = dict(
+    common: dict[str, Any] = dict(
         vocab_size=spec.vocab_size, hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
         num_hidden_layers=spec.num_layers, num_attention_heads=spec.num_heads,
         num_key_value_heads=spec.num_kv_heads, rms_norm_eps=spec.rms_norm_eps,
@@ -75,6 +75,7 @@ def _hf_config(spec: BidirSpec) -> Any:
         rope_parameters={"rope_type": "default", "rope_theta": spec.rope_theta},
         eos_token_id=spec.eos_token_id, bos_token_id=None, pad_token_id=None,
     )
+    cfg: Any
     if spec.arch == "llada":
         from transformers import LlamaConfig
 
@@ -92,30 +93,16 @@ class _Backbone(nn.Module):
 
     def __init__(self, spec: BidirSpec, hf_config: Any) -> None:
         super().__init__()
-        if spec.arch == "llada":
-            from transformers.models.llama.modeling_llama import (
-                LlamaDecoderLayer as Layer,
-            )
-            from transformers.models.llama.modeling_llama import (
-                LlamaRMSNorm as Norm,
-            )
-            from transformers.models.llama.modeling_llama import (
-                LlamaRotaryEmbedding as Rotary,
-            )
-        else:
-            from transformers.models.qwen2.modeling_qwen2 import (
-                Qwen2DecoderLayer as Layer,  # type: ignore[assignment]
-            )
-            from transformers.models.qwen2.modeling_qwen2 import (
-                Qwen2RMSNorm as Norm,  # type: ignore[assignment]
-            )
-            from transformers.models.qwen2.modeling_qwen2 import (
-                Qwen2RotaryEmbedding as Rotary,  # type: ignore[assignment]
-            )
+        from transformers.models.llama import modeling_llama
+        from transformers.models.qwen2 import modeling_qwen2
+
+        mod: Any = modeling_llama if spec.arch == "llada" else modeling_qwen2
+        prefix = "Llama" if spec.arch == "llada" else "Qwen2"
+        Layer, Norm, Rotary = (getattr(mod, prefix + n) for n in ("DecoderLayer", "RMSNorm", "RotaryEmbedding"))
         self.embed_tokens = nn.Embedding(spec.vocab_size, spec.hidden_size)
         self.layers = nn.ModuleList(Layer(hf_config, i) for i in range(spec.num_layers))
         for layer in self.layers:
-            layer.self_attn.is_causal = False  # full attention: no mask and no causal flag
+            setattr(layer.self_attn, "is_causal", False)  # noqa: B010  (full attention: no mask, no causal flag)
         self.norm = Norm(spec.hidden_size, eps=spec.rms_norm_eps)
         self.rotary_emb = Rotary(config=hf_config)
 
@@ -343,7 +330,8 @@ def load_checkpoint_tokenizer(folder: str | Path) -> Any:
 
         merges = [tuple(line.split()) for line in (folder / "merges.txt").read_text().splitlines()
                   if line.strip() and not line.startswith("#version")]
-        tok = Qwen2Tokenizer(vocab=json.loads((folder / "vocab.json").read_text()), merges=merges, **named)
+        tok = Qwen2Tokenizer(vocab=json.loads((folder / "vocab.json").read_text()), merges=merges,  # type: ignore[arg-type]
+                             **named)
         added = meta.get("added_tokens_decoder", {})
         tok.add_tokens([added[k]["content"] for k in sorted(added, key=int)], special_tokens=True)
     else:

@@ -290,7 +290,7 @@ def probe_unrelated(decoder: Any, messages: Sequence[Message], foreign_draft: Se
     content = decoder.content(foreign_draft)
     args = (messages, content) if mode is None else (messages, content, mode)
     verification = decoder.score(*args)[0]
-    label = mode or getattr(decoder, "verifier_mode", "causal")
+    label = str(mode or getattr(decoder, "verifier_mode", None) or "causal")
     return ProbeResult(label, len(content), accepted_length(content, verification, rule), _median(verification.probs))
 
 
@@ -338,7 +338,8 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> Any:
     if cfg.source == "tiny" and arch in BIDIR_ARCHS:
         tok = tiny_tokenizer()
         mask = dict(cfg.decoding).get("mask_token_id") or len(tok) - 1
-        model = tiny_bidir_model(arch, cfg.seed, len(tok), mask_token_id=int(mask), eos_token_id=tok.eos_token_id)
+        model = tiny_bidir_model(arch, cfg.seed, len(tok), mask_token_id=int(mask),  # type: ignore[arg-type]
+                                 eos_token_id=tok.eos_token_id)
         return models.LoadedModel(model.to(device=device, dtype=dtype).eval(), tok)
     if cfg.source == "tiny" or cfg.trust_remote_code:
         if cfg.trust_remote_code:

@@ -18,10 +18,14 @@ from streamgen.decoding.base import ForwardMeter
 
 
 class SlotSettings(Protocol):
-    slot_size: int
-    block_length: int
-    slot_threshold: float
-    token_threshold: float
+    @property
+    def slot_size(self) -> int: ...
+    @property
+    def block_length(self) -> int: ...
+    @property
+    def slot_threshold(self) -> float: ...
+    @property
+    def token_threshold(self) -> float: ...
 
 
 # --------------------------------------------------------------------------------------------
