@@ -52,6 +52,11 @@ def test_schedules_reveal_every_mask(style, alg, masked, tps):
         assert max(sched) - min(sched) <= 1 and sched == sorted(sched, reverse=True)
 
 
+def test_total_steps_setting():
+    d = _decoder("tiny-llada", "decoding.steps=8", "decoding.tokens_per_step=1")
+    assert d.tokens_per_step == 4 and d.generate(A).forwards == 8  # 2 blocks × ceil(16 / 4)
+
+
 def test_dream_logits_are_shifted_by_one_and_llada_not():
     for name, shift in (("tiny-llada", 0), ("tiny-dream", 1)):
         d = _decoder(name)

@@ -57,6 +57,7 @@ class BidirSettings:
     gen_length: int | None = None  # answer buffer; capped by the decoder's max_new_tokens
     block_length: int | None = None  # None: one block = the whole buffer (pure diffusion)
     tokens_per_step: int = 1  # steps per block = ceil(masked / tokens_per_step)
+    steps: int | None = None  # LLaDA/Dream's total steps over the buffer; if set, tokens_per_step = ⌈gen/steps⌉
     remasking: str | None = None  # None: low_confidence (llada), entropy (dream)
     eps: float = 1e-3  # Dream's final timestep
     verifier_mode: str = "visible"  # visible | hidden (the ablation the grid sweeps)
@@ -81,8 +82,8 @@ def bidir_settings_from(decoding: dict[str, Any]) -> BidirSettings:
         problems.append(f"decoding.remasking={s.remasking!r}: {s.style} supports {REMASKING[s.style]}")
     if s.verifier_mode not in VERIFIER_MODES:
         problems.append(f"decoding.verifier_mode={s.verifier_mode!r} must be visible or hidden")
-    if s.tokens_per_step < 1 or (s.block_length is not None and s.block_length < 1):
-        problems.append("decoding.tokens_per_step and decoding.block_length must be ≥ 1")
+    if s.tokens_per_step < 1 or (s.block_length is not None and s.block_length < 1) or (s.steps or 1) < 1:
+        problems.append("decoding.tokens_per_step, decoding.steps and decoding.block_length must be ≥ 1")
     if problems:
         raise ConfigError(problems)
     return s
@@ -136,6 +137,8 @@ class BidirectionalDecoder:
         self.gen_length = min(int(settings.gen_length or max_new_tokens), int(max_new_tokens))
         self.block_length = min(int(settings.block_length or self.gen_length), self.gen_length)
         self.verifier_mode = settings.verifier_mode
+        self.tokens_per_step = (math.ceil(self.gen_length / settings.steps) if settings.steps
+                                else settings.tokens_per_step)
         self.shift = settings.style == "dream"
         self.meter = self.text.meter
         self.eos_ids = frozenset(self.text.eos_token_ids)
@@ -160,7 +163,7 @@ class BidirectionalDecoder:
     # -- denoising -----------------------------------------------------------------------------
 
     def _schedule(self, masked: int) -> list[int]:
-        steps = max(1, math.ceil(masked / self.settings.tokens_per_step))
+        steps = max(1, math.ceil(masked / self.tokens_per_step))
         if self.settings.style == "llada":
             return [masked // steps + (1 if i < masked % steps else 0) for i in range(steps)]
         t = torch.linspace(1, self.settings.eps, steps + 1).tolist()
