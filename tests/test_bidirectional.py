@@ -138,9 +138,11 @@ def test_settings_validation_and_configs():
         bidir_settings_from({"style": "llada", "remasking": "entropy"})
     with pytest.raises(ConfigError, match="stepz"):
         bidir_settings_from({"stepz": 3})
-    for name, mask in (("llada-8b", 126336), ("dream-7b", 151666)):
+    for name, mask, eot in (("llada-8b", 126336, 126348), ("dream-7b", 151666, 151645)):
         s = bidir_settings_from(dict(model_config(name).decoding))
-        assert s.mask_token_id == mask and s.verifier_mode == "visible"
+        assert s.mask_token_id == mask and s.verifier_mode == "visible" and eot in s.eos_token_ids
+    d = _decoder("tiny-llada", "decoding.eos_token_ids=[7]")
+    assert 7 in d.eos_ids and d.tokenizer.eos_token_id in d.eos_ids
 
 
 def test_causal_stand_in_gets_full_attention():

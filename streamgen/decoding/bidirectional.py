@@ -62,6 +62,7 @@ class BidirSettings:
     eps: float = 1e-3  # Dream's final timestep
     verifier_mode: str = "visible"  # visible | hidden (the ablation the grid sweeps)
     mask_token_id: int | None = None  # None: the model's (in-project spec) or the tokenizer's mask token
+    eos_token_ids: tuple[int, ...] = ()  # extra end-of-answer ids (LLaDA: <|eot_id|> 126348 besides EOS)
 
     @property
     def alg(self) -> str:
@@ -75,7 +76,7 @@ def bidir_settings_from(decoding: dict[str, Any]) -> BidirSettings:
                 if k not in known]
     if problems:
         raise ConfigError(problems)
-    s = BidirSettings(**decoding)
+    s = BidirSettings(**{**decoding, "eos_token_ids": tuple(decoding.get("eos_token_ids", ()))})
     if s.style not in STYLES:
         problems.append(f"decoding.style={s.style!r} must be one of {STYLES}")
     elif s.alg not in REMASKING[s.style]:
@@ -141,7 +142,7 @@ class BidirectionalDecoder:
                                 else settings.tokens_per_step)
         self.shift = settings.style == "dream"
         self.meter = self.text.meter
-        self.eos_ids = frozenset(self.text.eos_token_ids)
+        self.eos_ids = frozenset(self.text.eos_token_ids) | frozenset(int(t) for t in settings.eos_token_ids)
         self.mask_id = _mask_id(model, tokenizer, settings.mask_token_id)
         self.device = torch.device(device)
 
