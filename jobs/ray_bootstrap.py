@@ -93,10 +93,19 @@ def free_port(host: str) -> int:
 
 
 def node_ip(num_nodes: int) -> str:
-    """Loopback for a one-node job (nothing leaves the machine), else this node's address."""
+    """Loopback for a one-node job (nothing leaves the machine), else this node's routable address.
+
+    ``gethostbyname(hostname)`` alone is not enough: Debian maps the host name to 127.0.1.1.
+    """
     if num_nodes == 1:
         return ray_env.LOOPBACK
-    return socket.gethostbyname(socket.gethostname())
+    host = socket.getfqdn()
+    addrs = sorted({str(ai[4][0]) for ai in socket.getaddrinfo(host, None, socket.AF_INET)})
+    routable = [a for a in addrs if not a.startswith("127.")]
+    if not routable:
+        raise RayBootstrapError(f"{host} resolves only to loopback ({addrs}): other nodes could not reach "
+                                "this Ray node; fix the node's name resolution (/etc/hosts) or run on one node")
+    return routable[0]
 
 
 def _ignore_usr2() -> None:  # runs in the child before exec; inherited by all Ray processes

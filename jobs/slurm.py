@@ -245,3 +245,13 @@ def launch(grid: GridConfig, cluster: ClusterConfig | None = None) -> Any:
     job = submit(grid, cluster)
     return follow(job)
 
+
+
+def run(grid: GridConfig, cluster: ClusterConfig | None = None) -> Any:
+    """Run ``grid`` where its cluster config says: in this process (``local``) or through submitit."""
+    cluster = cluster or cluster_config(grid.cluster)
+    if cluster.executor == "local":
+        from jobs.driver import run_grid
+
+        return run_grid(grid)
+    return launch(grid, cluster)

@@ -9,8 +9,8 @@ import dataclasses
 
 import pytest
 
-from jobs import slurm, slurm_inventory
-from streamgen.config import ClusterConfig, ConfigError, GridConfig, cluster_config
+from jobs import regression, slurm, slurm_inventory
+from streamgen.config import ClusterConfig, ConfigError, GridConfig, cluster_config, grid_config
 
 SINFO = """\
 gpu01|64|gpu:a100:4(S:0-1)|a100,ib|gpu*
@@ -97,3 +97,15 @@ def test_submit_refuses_before_queueing(tmp_path) -> None:
     with pytest.raises(ConfigError, match=f"gpus_per_node={have + 1} but this machine has {have} GPU"):
         slurm.submit(GridConfig(), c, task=print)
     assert not (tmp_path / "logs").exists()
+
+
+@pytest.mark.integration
+def test_debug_executor_takes_the_same_path(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cluster=debug: RayJob in this process (Ray head subprocess, then the same run_grid)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    grid = dataclasses.replace(grid_config("smoke", ["limit=1", "benchmarks=[humaneval]", "acceptance=[greedy]"]),
+                               results_dir=str(tmp_path / "r"))
+    summary = slurm.launch(grid, dataclasses.replace(cluster_config("debug"), log_dir=str(tmp_path / "logs")))
+    assert summary.shards_done == 1 and summary.shards_total == 1
+    assert len(regression.load_pairs(tmp_path / "r")) == 1
+    assert list((tmp_path / "logs").glob("*/*_ray_head.log"))  # the job started its own Ray head

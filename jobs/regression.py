@@ -1,0 +1,272 @@
+"""The nightly regression check: summarise a run of a fixed grid and compare it with a stored baseline.
+
+What is compared (docs/cluster.md, "Nightly"):
+
+- **exact, per example**: forward counts (base, residual, speculative), final draft/accepted lengths,
+  answer lengths, exclusion reason, error type. They are deterministic: any difference is a regression.
+- **gated, per cell** (model × benchmark × acceptance/τ × verifier mode): mean base and stream
+  quality, median forward speedup. Each has a tolerance derived when the baseline is made from
+  ``runs`` repeated runs: ``max(floor, spread_factor × (max − min))``. Deterministic metrics show no
+  spread, so their tolerance is the floor (1e-9: any real move fails).
+- **reported, never gated**: wall-clock figures (median wall speedup, median base wall) as ratios
+  now / baseline; they depend on the machine and its load.
+
+A cell *moved* when any of its examples differs exactly or any gated metric is out of tolerance.
+The baseline is a JSON file in the repository (reviewable in a diff), refreshed only deliberately.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from streamgen.records import PairRecord, read_parquet_validated
+
+log = logging.getLogger(__name__)
+
+BASELINE_SCHEMA = 1
+EXACT_FIELDS = ("base_forwards", "residual_forwards", "speculative_forwards", "draft_tokens_final",
+                "accepted_tokens_final", "base_answer_tokens", "stream_answer_tokens", "excluded_reason",
+                "error_type")
+GATED = ("base_quality", "stream_quality", "median_forward_speedup")
+REPORTED = ("median_wall_speedup", "median_base_wall_s")
+DEFAULT_FLOORS = {"base_quality": 1e-9, "stream_quality": 1e-9, "median_forward_speedup": 1e-9}
+SPREAD_FACTOR = 3.0
+
+
+class BaselineError(ValueError):
+    """The baseline cannot be made or read (e.g. forward counts differ between repeated runs)."""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run of the grid: exact fields per example, metrics per cell, answers for the report."""
+
+    examples: dict[str, dict[str, Any]]  # example key -> EXACT_FIELDS
+    cells: dict[str, dict[str, float | None]]  # cell key -> GATED + REPORTED + n
+
+
+def cell_key(r: dict[str, Any]) -> str:
+    tau = "" if r["tau"] is None else f"τ={r['tau']:g}"
+    mode = f" [{r['verifier_mode']}]" if r.get("verifier_mode") else ""
+    return f"{r['model']} / {r['benchmark']} / {r['acceptance']}{(' ' + tau) if tau else ''}{mode}"
+
+
+def example_key(r: dict[str, Any]) -> str:
+    return f"{cell_key(r)} :: {r['example_id']}"
+
+
+def load_pairs(results_dir: str | Path) -> list[dict[str, Any]]:
+    """Every pairs row under ``results_dir/pairs`` (each file validated against the record schema)."""
+    files = sorted(Path(results_dir).glob("pairs/**/*.parquet"))
+    if not files:
+        log.warning("no result files under %s/pairs", results_dir)
+    rows: list[dict[str, Any]] = []
+    for f in files:
+        rows.extend(read_parquet_validated(f, PairRecord).to_pylist())
+    return rows
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _cell_metrics(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    ok = [r for r in rows if r["excluded_reason"] is None and r["error_type"] is None]
+    fwd = [r["base_forwards"] / r["residual_forwards"] for r in ok if r["residual_forwards"]]
+    wall = [r["base_wall_s"] / r["residual_wall_s"] for r in ok if r["residual_wall_s"]]
+    return {
+        "n": float(len(ok)),
+        "base_quality": _mean([r["base_quality"] for r in ok]),
+        "stream_quality": _mean([r["stream_quality"] for r in ok]),
+        "median_forward_speedup": _median(fwd),
+        "median_wall_speedup": _median(wall),
+        "median_base_wall_s": _median([r["base_wall_s"] for r in ok if r["base_wall_s"] is not None]),
+    }
+
+
+def summarise(rows: list[dict[str, Any]]) -> RunSummary:
+    """Per-example exact fields and per-cell metrics of one run's pairs rows."""
+    by_cell: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    examples: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        key = example_key(r)
+        if key in examples:
+            raise BaselineError(f"{key} appears twice: the results directory mixes runs; use a fresh one")
+        examples[key] = {f: r[f] for f in EXACT_FIELDS}
+        by_cell[cell_key(r)].append(r)
+    cells = {k: _cell_metrics(v) for k, v in sorted(by_cell.items())}
+    return RunSummary(dict(sorted(examples.items())), cells)
+
+
+# --------------------------------------------------------------------------------------------
+# Baseline
+# --------------------------------------------------------------------------------------------
+
+
+def build_baseline(runs: Sequence[RunSummary], *, grid_yaml: str, code_version: str,
+                   floors: dict[str, float] | None = None, spread_factor: float = SPREAD_FACTOR) -> dict[str, Any]:
+    """A baseline from repeated runs; refuses when exact fields differ between runs (not deterministic)."""
+    if not runs or not all(r.examples for r in runs):
+        raise BaselineError("a run without results cannot be a baseline: did the grid fail?")
+    first = runs[0]
+    for i, run in enumerate(runs[1:], start=2):
+        diffs = exact_differences(first.examples, run.examples)
+        if diffs:
+            raise BaselineError(f"run {i} differs from run 1 in {len(diffs)} exact field(s), e.g. {diffs[0]}: "
+                                "forward counts are not deterministic here; fix that before making a baseline")
+    floors = {**DEFAULT_FLOORS, **(floors or {})}
+    cells: dict[str, Any] = {}
+    for key, metrics in first.cells.items():
+        gated = {}
+        for m in GATED:
+            values = [r.cells[key][m] for r in runs if r.cells[key][m] is not None]
+            spread = (max(values) - min(values)) if values else 0.0
+            gated[m] = {"value": metrics[m], "spread": spread, "tolerance": max(floors[m], spread_factor * spread)}
+        cells[key] = {"n": metrics["n"], "gated": gated, "reported": {m: metrics[m] for m in REPORTED}}
+    return {"schema": BASELINE_SCHEMA, "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "code_version": code_version, "runs": len(runs), "spread_factor": spread_factor, "floors": floors,
+            "grid_yaml": grid_yaml, "cells": cells, "examples": first.examples}
+
+
+def read_baseline(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise BaselineError(f"no baseline at {path}: make one deliberately with "
+                            "`python workflows/nightly.py --update-baseline` and commit it")
+    data = json.loads(path.read_text())
+    if data.get("schema") != BASELINE_SCHEMA:
+        raise BaselineError(f"{path} has baseline schema {data.get('schema')}, expected {BASELINE_SCHEMA}: "
+                            "refresh it with --update-baseline")
+    return data
+
+
+def write_baseline(baseline: dict[str, Any], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(baseline, indent=1, sort_keys=False, ensure_ascii=False) + "\n")
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# Comparison
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Move:
+    """One reason a cell moved."""
+
+    cell: str
+    what: str  # e.g. 'residual_forwards of HumanEval/0' or 'median_forward_speedup'
+    baseline: Any
+    now: Any
+    tolerance: str  # 'exact' or '±x'
+
+
+@dataclass
+class Comparison:
+    moves: list[Move]
+    cells: dict[str, dict[str, Any]]  # per cell: gated now/baseline, reported ratios, status
+
+    @property
+    def moved_cells(self) -> list[str]:
+        return sorted({m.cell for m in self.moves})
+
+    @property
+    def passed(self) -> bool:
+        return not self.moves
+
+
+def exact_differences(base: dict[str, dict[str, Any]], now: dict[str, dict[str, Any]]) -> list[Move]:
+    """Per-example exact mismatches, and examples present on one side only."""
+    moves = []
+    for key in sorted(set(base) | set(now)):
+        cell, example = key.split(" :: ", 1)
+        if key not in now:
+            moves.append(Move(cell, f"example {example}", "present", "missing (failed shard or changed grid)", "exact"))
+            continue
+        if key not in base:
+            moves.append(Move(cell, f"example {example}", "absent", "new (changed grid)", "exact"))
+            continue
+        for f in EXACT_FIELDS:
+            if base[key][f] != now[key][f]:
+                moves.append(Move(cell, f"{f} of {example}", base[key][f], now[key][f], "exact"))
+    return moves
+
+
+def _ratio(now: float | None, base: float | None) -> float | None:
+    return now / base if now is not None and base else None
+
+
+def compare(baseline: dict[str, Any], run: RunSummary) -> Comparison:
+    """Compare one run with the baseline: exact per example, gated per cell, wall clock reported."""
+    moves = exact_differences(baseline["examples"], run.examples)
+    cells: dict[str, dict[str, Any]] = {}
+    for key in sorted(set(baseline["cells"]) | set(run.cells)):
+        base, now = baseline["cells"].get(key), run.cells.get(key)
+        if base is None or now is None:
+            continue  # already reported per example
+        row: dict[str, Any] = {"n": now["n"]}
+        for m in GATED:
+            b, tol = base["gated"][m]["value"], base["gated"][m]["tolerance"]
+            row[m] = (b, now[m])
+            if (b is None) != (now[m] is None) or (b is not None and abs(now[m] - b) > tol):
+                moves.append(Move(key, m, b, now[m], f"±{tol:.3g}"))
+        for m in REPORTED:
+            row[f"{m}_ratio"] = _ratio(now[m], base["reported"][m])
+        cells[key] = row
+    for key, row in cells.items():
+        row["status"] = "MOVED" if any(m.cell == key for m in moves) else "ok"
+    return Comparison(moves, cells)
+
+
+# --------------------------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def render_markdown(cmp: Comparison, baseline: dict[str, Any], *, results_dir: str, code_version: str) -> str:
+    """The nightly report: verdict, the moved cells with what moved, every cell, wall-clock ratios."""
+    verdict = "PASS" if cmp.passed else f"FAIL: {len(cmp.moved_cells)} cell(s) moved"
+    lines = [f"# Nightly regression report: {verdict}", "",
+             f"- results: `{results_dir}` (code {code_version})",
+             f"- baseline: made {baseline['created_at']} from {baseline['runs']} run(s) "
+             f"(code {baseline['code_version']}); tolerance = max(floor, {baseline['spread_factor']:g} × spread)",
+             ""]
+    if cmp.moves:
+        lines += ["## Moved cells", "", "| cell | what moved | baseline | now | tolerance |", "|---|---|---|---|---|"]
+        lines += [f"| {m.cell} | {m.what} | {_fmt(m.baseline)} | {_fmt(m.now)} | {m.tolerance} |" for m in cmp.moves]
+        lines += ["", "If the change is intended, refresh the baseline deliberately "
+                  "(`python workflows/nightly.py --update-baseline`) and commit it with the change.", ""]
+    lines += ["## Cells", "",
+              "| cell | n | base quality (base→now) | stream quality | median forward speedup | status |",
+              "|---|---|---|---|---|---|"]
+    for key, row in cmp.cells.items():
+        gated = [f"{_fmt(row[m][0])}→{_fmt(row[m][1])}" for m in GATED]
+        lines.append(f"| {key} | {_fmt(int(row['n']))} | {' | '.join(gated)} | {row['status']} |")
+    lines += ["", "## Wall clock (reported, not gated: now / baseline)", "",
+              "| cell | median wall speedup ratio | median base wall ratio |", "|---|---|---|"]
+    lines += [f"| {key} | {_fmt(row['median_wall_speedup_ratio'])} | {_fmt(row['median_base_wall_s_ratio'])} |"
+              for key, row in cmp.cells.items()]
+    return "\n".join(lines) + "\n"
