@@ -13,6 +13,7 @@ import tempfile
 import pytest
 
 from streamgen.scoring import sandbox
+from streamgen.scoring.pool import SandboxJob, run_many
 from streamgen.scoring.sandbox import ExecutionResult, SandboxError, execute
 
 BACKENDS = sandbox.available_backends()
@@ -100,7 +101,8 @@ def test_files_stdin_and_cwd(backend: str) -> None:
 
 
 def test_work_dir_is_fresh_and_removed(backend: str, tmp_path) -> None:
-    prog = "import os\nprint(sorted(os.listdir('.')))\nopen('left-behind', 'w').write('x')"
+    prog = ("import os\nprint(sorted(os.listdir('.')))\nopen('left-behind', 'w').write('x')\n"
+            "os.makedirs('d/e')\nopen('d/e/f', 'w').write('x')\nos.chmod('d/e', 0)\nos.chmod('d', 0)")
     first = run(prog, backend, work_root=str(tmp_path))
     second = run(prog, backend, work_root=str(tmp_path))
     assert first.stdout == second.stdout == "['main.py']\n"
@@ -127,6 +129,8 @@ def test_interpreter_is_configurable(backend: str) -> None:
     r = run("import sys\nprint(sys.executable, sys.flags.isolated)", backend, python=sys.executable)
     assert r.status == "passed"
     assert r.stdout.split() == [sys.executable, "1"]
+    by_name = run("import sys\nprint(sys.version_info[0])", backend, python="python3")
+    assert (by_name.status, by_name.stdout) == ("passed", "3\n")
 
 
 def test_bad_arguments_raise() -> None:
@@ -150,3 +154,36 @@ def test_sandbox_tool_failure_is_an_error(ns_backend: str, tmp_path_factory: pyt
         os.unlink(os.path.join(hidden, "python3"))
         os.rmdir(hidden)
     assert r.status == "error" and "sandbox setup failed" in r.detail, r
+
+
+# --- the parallel scorer -------------------------------------------------------------------------
+
+
+def test_run_many_keeps_input_order_and_runs_in_parallel() -> None:
+    # later programs finish first; each prints when it ran so overlap is checked, not speed
+    progs = [f"import time\nt = time.time()\ntime.sleep({0.6 - 0.2 * i})\nprint({i}, t, time.time())"
+             for i in range(3)]
+    seen: list[int] = []
+    results = run_many(progs, timeout_s=10, workers=3, on_result=lambda i, r: seen.append(i))
+    assert [r.stdout.split()[0] for r in results] == ["0", "1", "2"]
+    assert all(r.status == "passed" and r.attempts == 1 for r in results)
+    assert sorted(seen) == [0, 1, 2]
+    spans = [tuple(map(float, r.stdout.split()[1:])) for r in results]
+    assert max(s for s, _ in spans) < min(e for _, e in spans), "no two programs overlapped"
+
+
+def test_run_many_jobs_carry_files_and_stdin() -> None:
+    jobs = [SandboxJob("print(open('x').read() + input())", files={"x": "a"}, stdin="b\n"), "print('c')"]
+    results = run_many(jobs, timeout_s=10, workers=2)
+    assert [r.stdout for r in results] == ["ab\n", "c\n"]
+
+
+def test_run_many_retries_errors_only() -> None:
+    results = run_many(["print(1)", "raise SystemExit(2)"], timeout_s=10, workers=2, retries=2,
+                       retry_backoff_s=0.01, python="/nonexistent/python3")
+    assert [(r.status, r.attempts) for r in results] == [("error", 3), ("error", 3)]
+    ok = run_many(["raise SystemExit(2)"], timeout_s=10, workers=1, retries=2)
+    assert [(r.status, r.attempts) for r in ok] == [("failed", 1)]
+    assert run_many([], timeout_s=1, workers=2) == []
+    with pytest.raises(SandboxError, match="workers"):
+        run_many(["pass"], timeout_s=1, workers=0)

@@ -182,7 +182,7 @@ class CgroupSlot:
 
     @classmethod
     def create(cls, limits: Limits, backend: Backend) -> CgroupSlot | None:
-        base = _cgroup_bases()
+        base = cgroup_bases()
         if base is None:
             return None
         name = f"sg-{os.getpid()}-{uuid.uuid4().hex[:12]}"
@@ -265,7 +265,7 @@ def _write(directory: str, name: str, value: int) -> None:  # noqa: D103
 
 
 @lru_cache(maxsize=1)
-def _cgroup_bases() -> dict[str, str] | None:
+def cgroup_bases() -> dict[str, str] | None:
     """Writable cgroup-v1 parents for our runs ({'pids': dir, 'memory': dir}), or None."""
     if os.geteuid() != 0:
         return None

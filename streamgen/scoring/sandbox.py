@@ -110,6 +110,11 @@ def available_backends() -> tuple[Backend, ...]:
     found = tuple(b for b in BACKENDS if iso.probe(b))
     if "bwrap" not in found:
         logger.warning("bubblewrap (bwrap) is not usable here; install the Debian package 'bubblewrap'")
+    if found[:1] == ("rlimit-only",):
+        logger.warning("SANDBOX HAS NO NETWORK ISOLATION: neither bwrap nor unshare works here; "
+                       "programs run with rlimits only and results say network_isolated=False")
+    if not found:
+        logger.error("no sandbox backend works here (need util-linux prlimit and setpriv)")
     return found
 
 
@@ -122,11 +127,10 @@ def select_backend(backend: Backend | None = None) -> Backend:
         if backend not in usable:
             raise SandboxError(f"sandbox backend {backend!r} does not work here (usable: {usable})")
         return backend
-    chosen = usable[0]
-    if chosen == "rlimit-only":
-        logger.warning("SANDBOX HAS NO NETWORK ISOLATION: neither bwrap nor unshare works here; "
-                       "programs run with rlimits only (install bubblewrap)")
-    return chosen
+    if not usable:
+        raise SandboxError("no sandbox backend works here: install bubblewrap (Debian 'bubblewrap') "
+                           "or util-linux (unshare, setpriv, prlimit)")
+    return usable[0]
 
 
 def execute(program: str, *, timeout_s: float, python: str | None = None,
@@ -148,9 +152,10 @@ def execute(program: str, *, timeout_s: float, python: str | None = None,
     limits = Limits(cpu_s=math.ceil(cpu_s if cpu_s is not None else timeout_s),
                     memory_bytes=memory_bytes, file_size_bytes=file_size_bytes,
                     max_processes=max_processes)
-    interpreter = python or sys.executable
-    if shutil.which(interpreter) is None:
-        return _error(chosen, f"Python interpreter not found or not executable: {interpreter}")
+    interpreter = shutil.which(python or sys.executable)
+    if interpreter is None:
+        return _error(chosen, f"Python interpreter not found or not executable: {python}")
+    interpreter = os.path.abspath(interpreter)
     try:
         workdir = tempfile.mkdtemp(prefix="streamgen-sbx-", dir=work_root)
     except OSError as exc:
@@ -178,7 +183,8 @@ def _write_files(workdir: str, program: str, files: Mapping[str, str]) -> None:
 def _remove_tree(path: str) -> None:
     def _retry_writable(func, target, _exc_info):  # programs may chmod their files to 000
         os.chmod(os.path.dirname(target), 0o700)
-        os.chmod(target, 0o700) if os.path.isdir(target) else None
+        if os.path.isdir(target):
+            os.chmod(target, 0o700)
         func(target)
 
     try:
@@ -258,6 +264,8 @@ def _pump(child: _Child, out: _Capture, err: _Capture, deadline: float, flood: i
     for stream, cap in ((child.proc.stdout, out), (child.proc.stderr, err)):
         os.set_blocking(stream.fileno(), False)
         sel.register(stream, selectors.EVENT_READ, cap)
+    exit_fd = os.pidfd_open(child.proc.pid)  # readable once the child exits: wakes the select
+    sel.register(exit_fd, selectors.EVENT_READ, None)
     exited_at: float | None = None
     try:
         while True:
@@ -268,9 +276,12 @@ def _pump(child: _Child, out: _Capture, err: _Capture, deadline: float, flood: i
                 return "flood"
             if exited_at is None and child.poll():
                 exited_at = now
+                sel.unregister(exit_fd)
             if exited_at is not None and (not sel.get_map() or now - exited_at > _GRACE_AFTER_EXIT_S):
                 return "exited"
             for key, _ in sel.select(timeout=min(0.05, deadline - now)):
+                if key.data is None:
+                    continue  # the child exited; reaped at the top of the loop
                 chunk = os.read(key.fd, 1 << 16)
                 if chunk:
                     key.data.add(chunk)
@@ -278,6 +289,7 @@ def _pump(child: _Child, out: _Capture, err: _Capture, deadline: float, flood: i
                     sel.unregister(key.fileobj)
     finally:
         sel.close()
+        os.close(exit_fd)
 
 
 def _feed_stdin(proc: subprocess.Popen, text: str) -> None:
