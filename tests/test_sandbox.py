@@ -61,10 +61,10 @@ def test_exception_traceback_is_in_stderr(backend: str) -> None:
 
 
 def test_wall_timeout_kills_a_sleeper(backend: str) -> None:
-    r = run("import time\nprint('started', flush=True)\ntime.sleep(60)", backend, timeout_s=1.5)
+    r = run("import time\nprint('started', flush=True)\ntime.sleep(60)", backend, timeout_s=3)
     assert r.status == "timeout" and "wall" in r.detail
-    assert r.stdout == "started\n"
-    assert 1.5 <= r.wall_s < 3.5
+    assert r.stdout == "started\n"  # output written before the kill is kept
+    assert 3 <= r.wall_s < 5
 
 
 def test_cpu_limit_is_a_timeout(backend: str) -> None:

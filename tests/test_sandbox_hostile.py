@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from streamgen.scoring import _isolation as iso
 from streamgen.scoring import sandbox
 from streamgen.scoring._isolation import cgroup_bases
 from streamgen.scoring.sandbox import ExecutionResult, execute
@@ -291,3 +292,58 @@ print('alive holders', len(holders - dead), 'killed', len(dead))
     assert r.status == "passed", r
     alive_holders, killed = int(r.stdout.split()[2]), int(r.stdout.split()[4])
     assert alive_holders <= 2 and killed >= 1, r.stdout
+
+
+def test_no_capabilities_and_no_disk_devices(isolating: str) -> None:
+    prog = """import os
+caps = dict(line.split(':\\t') for line in open('/proc/self/status').read().splitlines() if line.startswith('Cap'))
+print(int(caps['CapEff'], 16), int(caps['CapBnd'], 16))
+print([d for d in os.listdir('/dev') if d.startswith(('vd', 'sd', 'nvme', 'zram', 'loop', 'kmsg', 'mem'))])
+"""
+    r = run(prog, isolating)
+    assert r.status == "passed", r
+    assert r.stdout.splitlines() == ["0 0", "[]"]
+
+
+def test_unshare_backend_as_root_without_user_namespaces(monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    """Clusters that forbid user namespaces: root enters the same namespaces with its real
+    capabilities, and the script drops them before the program starts."""
+    if "unshare" not in BACKENDS or os.geteuid() != 0:
+        pytest.skip("needs root and a working unshare backend")
+    monkeypatch.setattr(iso, "unshare_userns", lambda: False)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    prog = f"""import os, socket
+caps = [l for l in open('/proc/self/status').read().splitlines() if l.startswith('CapEff')]
+print(os.getuid(), int(caps[0].split()[1], 16))
+for attempt in (lambda: os.remove({str(victim)!r}), lambda: open('/etc/sg-planted', 'w'),
+                lambda: os.open('/dev/vda', os.O_RDONLY),
+                lambda: socket.create_connection(('127.0.0.1', 22), timeout=1)):
+    try:
+        attempt()
+        print('SUCCEEDED')
+    except OSError as exc:
+        print('blocked', exc.errno)
+"""
+    r = run(prog, "unshare")
+    assert r.status == "passed", r
+    assert r.stdout.splitlines()[0] == "0 0" and "SUCCEEDED" not in r.stdout
+    assert victim.read_text() == "keep me" and not os.path.exists("/etc/sg-planted")
+
+
+def test_secret_files_in_home_dirs_are_hidden(isolating: str) -> None:
+    secret_file = Path.home() / ".cache" / f"streamgen-test-token-{uuid.uuid4().hex[:8]}"
+    secret_file.parent.mkdir(parents=True, exist_ok=True)
+    secret = f"tok-{uuid.uuid4().hex}"
+    secret_file.write_text(secret)
+    prog = f"""try:
+    print(open({str(secret_file)!r}).read())
+except OSError as exc:
+    print('blocked', exc.errno)
+"""
+    try:
+        r = run(prog, isolating)
+    finally:
+        secret_file.unlink()
+    assert r.status == "passed" and secret not in r.stdout and "blocked" in r.stdout, r

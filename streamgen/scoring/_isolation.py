@@ -24,26 +24,40 @@ BACKENDS: tuple[Backend, ...] = ("bwrap", "unshare", "rlimit-only")
 PROGRAM_NAME = "main.py"
 INNER_DIR = "/tmp/sandbox"  # the work dir as the program sees it under bwrap / unshare
 _SANDBOX_UID = "65534"  # "nobody" inside the user namespace
+_MASKED_DIRS = ("/root", "/home")  # hidden, except for the interpreter's installation
 _CGROUP_ROOT = "/sys/fs/cgroup"
 # Processes of ours inside the run's cgroup besides the program's: bwrap's outer process and its
 # init, unshare and its pid-1 shell, or the rlimit-only shell.
 _OVERHEAD_PIDS: dict[str, int] = {"bwrap": 2, "unshare": 2, "rlimit-only": 1}
 
-# Runs as root of a fresh user+mount namespace (unshare backend): hide the writable shared dirs,
-# remount everything else read-only, move the work dir to INNER_DIR, drop every capability.
+# Runs as root of a fresh mount namespace (unshare backend): hide the writable shared dirs, /run
+# and the home dirs (but the interpreter's installation), remount everything else read-only, give a minimal /dev (no disks), move the work dir to
+# INNER_DIR, drop every capability; the shell stays as pid 1 of the pid namespace.
 _UNSHARE_SCRIPT = r"""
-wd=$(pwd); size=$1; shift
+wd=$(pwd); size=$1; masks=$2; keeps=$3; shift 3
 mount -t tmpfs -o size=1m,mode=755 tmpfs /run
 mkdir /run/w
 mount --bind "$wd" /run/w
 awk '{print $2}' /proc/self/mounts | while read -r m; do
   case "$m" in /run|/run/w) ;; *) mount -o remount,bind,ro "$m" || exit 1;; esac
 done
+i=0; printf '%s\n' "$keeps" | while IFS= read -r k; do [ -n "$k" ] || continue
+  i=$((i+1)); mkdir -p /run/keep/$i; mount --bind "$k" /run/keep/$i; done
+printf '%s\n' "$masks" | while IFS= read -r m; do [ -z "$m" ] || mount -t tmpfs -o size=1m tmpfs "$m"; done
+i=0; printf '%s\n' "$keeps" | while IFS= read -r k; do [ -n "$k" ] || continue
+  i=$((i+1)); mkdir -p "$k"; mount --move /run/keep/$i "$k"; done
 mount -t tmpfs -o size="$size",mode=1777 tmpfs /tmp
 mkdir /tmp/sandbox
 mount --move /run/w /tmp/sandbox
 mount -t tmpfs -o size="$size",mode=1777 tmpfs /var/tmp
-[ ! -d /dev/shm ] || mount -t tmpfs -o size="$size",mode=1777 tmpfs /dev/shm
+mkdir /run/dev
+mount -t tmpfs -o size=64k,mode=755 tmpfs /run/dev
+for n in null zero full random urandom; do : > /run/dev/$n; mount --bind /dev/$n /run/dev/$n; done
+for n in stdin:0 stdout:1 stderr:2; do ln -s /proc/self/fd/${n#*:} /run/dev/${n%:*}; done
+ln -s /proc/self/fd /run/dev/fd
+mkdir /run/dev/shm
+mount --move /run/dev /dev
+mount -t tmpfs -o size="$size",mode=1777 tmpfs /dev/shm
 cd /tmp/sandbox
 set +e  # stay as pid 1 so the program's death by a signal comes back as 128+N
 setpriv --bounding-set=-all --inh-caps=-all --no-new-privs -- "$@"
@@ -85,11 +99,13 @@ def wrap(backend: Backend, tail: list[str], workdir: str, limits: Limits,
          slot: CgroupSlot | None) -> list[str]:
     inner = _prlimit(limits) + tail
     if backend == "bwrap":
-        argv = _bwrap(workdir, limits) + inner
+        argv = _bwrap(workdir, limits, tail[0]) + inner
     elif backend == "unshare":
-        argv = ["setpriv", "--pdeathsig", "KILL", "--", "unshare", "--user", "--map-root-user", "--net",
-                "--pid", "--ipc", "--uts", "--mount", "--fork", "--kill-child", "--mount-proc", "--",
-                "sh", "-e", "-c", _UNSHARE_SCRIPT, "sh", str(limits.tmp_bytes)] + inner
+        userns = ["--user", "--map-root-user"] if unshare_userns() else []  # root manages without
+        argv = ["setpriv", "--pdeathsig", "KILL", "--", "unshare", *userns, "--net", "--pid", "--ipc",
+                "--uts", "--mount", "--fork", "--kill-child", "--mount-proc", "--",
+                "sh", "-e", "-c", _UNSHARE_SCRIPT, "sh", str(limits.tmp_bytes),
+                *("\n".join(paths) for paths in _home_masks(tail[0]))] + inner
     else:  # a shell in between, so the program's parent is not the caller (os.getppid() kills)
         argv = ["setpriv", "--pdeathsig", "KILL", "--", "sh", "-c", '"$@"; exit $?', "sh"] + inner
     if slot is not None:
@@ -97,14 +113,43 @@ def wrap(backend: Backend, tail: list[str], workdir: str, limits: Limits,
     return argv
 
 
-def _bwrap(workdir: str, limits: Limits) -> list[str]:
+@lru_cache(maxsize=1)
+def unshare_userns() -> bool:
+    """Whether `unshare` may create a user namespace here; if not, only root can use that backend
+    (the same namespaces, entered with real root's capabilities, which the script then drops)."""
+    if shutil.which("unshare") is None:
+        return False
+    try:
+        return subprocess.run(["unshare", "--user", "--map-root-user", "true"], capture_output=True,
+                              timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _bwrap(workdir: str, limits: Limits, executable: str) -> list[str]:
     size = str(limits.tmp_bytes)
     return ["bwrap", "--unshare-all", "--unshare-user", "--uid", _SANDBOX_UID, "--gid", _SANDBOX_UID,
-            "--die-with-parent", "--new-session", "--hostname", "sandbox",
+            "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox",
             "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
             "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/var/tmp",
             "--size", size, "--tmpfs", "/dev/shm", "--size", "1048576", "--tmpfs", "/run",
+            *_bwrap_masks(executable),
             "--bind", workdir, INNER_DIR, "--chdir", INNER_DIR, "--"]
+
+
+def _bwrap_masks(executable: str) -> list[str]:
+    masked, keep = _home_masks(executable)
+    return [a for d in masked for a in ("--tmpfs", d)] + [a for k in keep for a in ("--ro-bind", k, k)]
+
+
+def _home_masks(executable: str) -> tuple[list[str], list[str]]:
+    """Home directories to hide (keys, tokens, caches) and, inside them, the interpreter's
+    installation to re-expose read-only (e.g. ~/.pyenv/versions/X, a venv and its base Python)."""
+    masked = [d for d in _MASKED_DIRS if os.path.isdir(d)]
+    exe = shutil.which(executable) or executable
+    prefixes = {os.path.dirname(os.path.dirname(p)) for p in (os.path.abspath(exe), os.path.realpath(exe))}
+    keep = sorted(p for p in prefixes if any(p.startswith(d + os.sep) for d in masked))
+    return masked, keep
 
 
 def _prlimit(limits: Limits) -> list[str]:
