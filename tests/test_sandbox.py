@@ -54,6 +54,22 @@ def test_failed_is_a_verdict_not_an_error(backend: str, program: str, code: int)
     assert "exit code" in r.detail
 
 
+def test_program_runs_as_main_script(backend: str) -> None:
+    r = run("import sys\nprint(__name__, __file__, sys.argv[0])", backend)
+    assert (r.status, r.stdout) == ("passed", "__main__ main.py main.py\n")
+
+
+def test_program_imitating_sandbox_tool_messages_still_fails(backend: str) -> None:
+    prog = "import os, sys\nos.system('no-such-command-xyz')\nsys.stderr.write('bwrap: fake\\n')\nsys.exit(1)"
+    r = run(prog, backend)
+    assert r.status == "failed" and r.stderr.startswith("sh: "), r
+
+
+def test_interpreter_that_never_starts_the_program_is_an_error(backend: str) -> None:
+    r = run("print(1)", backend, python="/bin/false")
+    assert r.status == "error" and "before the program started" in r.detail, r
+
+
 def test_exception_traceback_is_in_stderr(backend: str) -> None:
     r = run("raise KeyError('missing-key')", backend)
     assert r.status == "failed"
@@ -153,7 +169,7 @@ def test_sandbox_tool_failure_is_an_error(ns_backend: str, tmp_path_factory: pyt
     finally:
         os.unlink(os.path.join(hidden, "python3"))
         os.rmdir(hidden)
-    assert r.status == "error" and "sandbox setup failed" in r.detail, r
+    assert r.status == "error" and "before the program started" in r.detail, r
 
 
 # --- the parallel scorer -------------------------------------------------------------------------

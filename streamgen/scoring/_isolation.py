@@ -89,10 +89,18 @@ def scrubbed_env(python: str, home: str = INNER_DIR) -> dict[str, str]:
     }
 
 
+# Runs the program as `python -I main.py` would (``__main__``, ``__file__``, argv[0]), after writing
+# one byte to the start-marker pipe: the sandbox then knows the program itself started, so any later
+# failure is the program's verdict and anything earlier is the sandbox's error.
+_BOOTSTRAP = ("import os, runpy; os.write({fd}, b'1'); os.close({fd}); del os; "
+              "runpy.run_path({name!r}, run_name='__main__')")
+
+
 def command(backend: Backend, python: str, workdir: str, limits: Limits,
-            slot: CgroupSlot | None) -> list[str]:
-    """The argv that runs ``python -I main.py`` in `workdir` behind `backend`."""
-    return wrap(backend, [python, "-I", PROGRAM_NAME], workdir, limits, slot)
+            slot: CgroupSlot | None, marker_fd: int) -> list[str]:
+    """The argv that runs ``main.py`` in `workdir` with ``python -I`` behind `backend`."""
+    bootstrap = _BOOTSTRAP.format(fd=marker_fd, name=PROGRAM_NAME)
+    return wrap(backend, [python, "-I", "-c", bootstrap], workdir, limits, slot)
 
 
 def wrap(backend: Backend, tail: list[str], workdir: str, limits: Limits,

@@ -40,7 +40,6 @@ from streamgen.scoring._isolation import BACKENDS, Backend, CgroupSlot, Limits
 logger = logging.getLogger(__name__)
 
 Status = Literal["passed", "failed", "timeout", "error"]
-_TOOL_PREFIXES = ("bwrap: ", "unshare: ", "setpriv: ", "prlimit: ", "mount: ", "sh: ", "mkdir: ")
 _GRACE_AFTER_EXIT_S = 0.2
 _KILL_OUTPUT_FACTOR = 64
 
@@ -199,12 +198,14 @@ def _error(backend: Backend, detail: str) -> ExecutionResult:
 
 
 class _Child:
-    """The sandbox's direct child: reaped with wait4 so its CPU time (and reaped descendants') is known."""
+    """The sandbox's direct child: reaped with wait4 so its CPU time (and reaped descendants') is
+    known; `started` turns true when the program's interpreter wrote the start marker."""
 
     def __init__(self, proc: subprocess.Popen) -> None:
         self.proc = proc
         self.returncode: int | None = None
         self.cpu_s: float | None = None
+        self.started = False
 
     def poll(self, block: bool = False) -> bool:
         if self.returncode is None:
@@ -221,41 +222,46 @@ def _run(backend: Backend, python: str, workdir: str, limits: Limits, timeout_s:
          max_output: int, stdin: str | None) -> ExecutionResult:
     slot = CgroupSlot.create(limits, backend)
     home = workdir if backend == "rlimit-only" else iso.INNER_DIR
-    argv = iso.command(backend, python, workdir, limits, slot)
+    marker_r, marker_w = os.pipe()
     out, err = _Capture(max_output), _Capture(max_output)
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, cwd=workdir, env=iso.scrubbed_env(python, home),
-                                start_new_session=True, close_fds=True,
+        proc = subprocess.Popen(iso.command(backend, python, workdir, limits, slot, marker_w),
+                                cwd=workdir, env=iso.scrubbed_env(python, home), start_new_session=True,
+                                close_fds=True, pass_fds=(marker_w,),
                                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError:
+        os.close(marker_r)
         if slot is not None:
             slot.remove()
         raise
+    finally:
+        os.close(marker_w)
     child = _Child(proc)
     try:
-        ending = _pump(child, out, err, start + timeout_s, max_output * _KILL_OUTPUT_FACTOR, stdin)
+        ending = _pump(child, out, err, start + timeout_s, max_output * _KILL_OUTPUT_FACTOR, stdin,
+                       marker_r)
     finally:
         _kill_all(proc, slot)
         child.poll(block=True)
         for stream in (proc.stdout, proc.stderr, proc.stdin):
             if stream is not None:
                 stream.close()
+        child.started = child.started or _marker_written(marker_r)
         if slot is not None:
             child.cpu_s = slot.cpu_s() if slot.cpu_s() is not None else child.cpu_s
             slot.remove()
-    wall = time.monotonic() - start
     status, detail = _classify(backend, child, ending, err, limits, slot)
     return ExecutionResult(
-        status=status, returncode=child.returncode, stdout=out.text(), stderr=err.text(), wall_s=wall,
-        backend=backend, network_isolated=backend != "rlimit-only", cpu_s=child.cpu_s,
-        stdout_truncated=out.truncated, stderr_truncated=err.truncated, detail=detail,
-        processes_capped=slot is not None or os.geteuid() != 0)
+        status=status, returncode=child.returncode, stdout=out.text(), stderr=err.text(),
+        wall_s=time.monotonic() - start, backend=backend, network_isolated=backend != "rlimit-only",
+        cpu_s=child.cpu_s, stdout_truncated=out.truncated, stderr_truncated=err.truncated,
+        detail=detail, processes_capped=slot is not None or os.geteuid() != 0)
 
 
 def _pump(child: _Child, out: _Capture, err: _Capture, deadline: float, flood: int,
-          stdin: str | None) -> str:
+          stdin: str | None, marker_fd: int) -> str:
     """Read both pipes until the program exits ("exited"), the deadline passes ("wall") or the
     output floods ("flood"). A detached descendant holding the pipes open does not hold us up."""
     if stdin is not None:
@@ -264,8 +270,9 @@ def _pump(child: _Child, out: _Capture, err: _Capture, deadline: float, flood: i
     for stream, cap in ((child.proc.stdout, out), (child.proc.stderr, err)):
         os.set_blocking(stream.fileno(), False)
         sel.register(stream, selectors.EVENT_READ, cap)
+    sel.register(marker_fd, selectors.EVENT_READ, "marker")
     exit_fd = os.pidfd_open(child.proc.pid)  # readable once the child exits: wakes the select
-    sel.register(exit_fd, selectors.EVENT_READ, None)
+    sel.register(exit_fd, selectors.EVENT_READ, "exit")
     exited_at: float | None = None
     try:
         while True:
@@ -277,19 +284,33 @@ def _pump(child: _Child, out: _Capture, err: _Capture, deadline: float, flood: i
             if exited_at is None and child.poll():
                 exited_at = now
                 sel.unregister(exit_fd)
-            if exited_at is not None and (not sel.get_map() or now - exited_at > _GRACE_AFTER_EXIT_S):
+            if exited_at is not None and (len(sel.get_map()) == 0 or now - exited_at > _GRACE_AFTER_EXIT_S):
                 return "exited"
             for key, _ in sel.select(timeout=min(0.05, deadline - now)):
-                if key.data is None:
-                    continue  # the child exited; reaped at the top of the loop
+                if key.data == "exit":
+                    continue  # reaped at the top of the loop
                 chunk = os.read(key.fd, 1 << 16)
-                if chunk:
+                if key.data == "marker":
+                    child.started = child.started or chunk == b"1"
+                    sel.unregister(key.fd)
+                elif chunk:
                     key.data.add(chunk)
                 else:
                     sel.unregister(key.fileobj)
     finally:
         sel.close()
         os.close(exit_fd)
+
+
+def _marker_written(fd: int) -> bool:
+    """Whether the start marker sits unread in its pipe (the loop ended before reading it); closes fd."""
+    try:
+        os.set_blocking(fd, False)
+        return os.read(fd, 1) == b"1"
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _feed_stdin(proc: subprocess.Popen, text: str) -> None:
@@ -313,14 +334,17 @@ def _kill_all(proc: subprocess.Popen, slot: CgroupSlot | None) -> None:
 def _classify(backend: Backend, child: _Child, ending: str, err: _Capture, limits: Limits,
               slot: CgroupSlot | None) -> tuple[Status, str]:
     rc, cpu = child.returncode, child.cpu_s
+    if not child.started:  # the program's own code never ran: the sandbox or interpreter failed
+        if ending == "wall":
+            return "error", "the program had not started when the time limit passed (sandbox hung)"
+        first = (err.text().strip().splitlines() or [f"exit code {rc}, no output"])[0][:300]
+        return "error", f"sandbox setup failed before the program started: {first}"
     if ending == "wall":
         return "timeout", "wall-clock limit reached; process tree killed"
     if ending == "flood":
         return "failed", f"output exceeded {err.cap * _KILL_OUTPUT_FACTOR} bytes; process tree killed"
     if rc == 0:
         return "passed", ""
-    if err.text().startswith(_TOOL_PREFIXES) and not err.truncated:
-        return "error", "sandbox setup failed: " + err.text().strip().splitlines()[0][:300]
     sig = iso.signal_of(backend, rc)
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu is not None and cpu >= limits.cpu_s - 0.05):
         return "timeout", f"CPU-time limit of {limits.cpu_s} s reached"
