@@ -70,7 +70,7 @@ class DecodedShard:
     results: tuple[ExampleResult, ...]
     busy_s: float  # wall time of run_shard on the actor
     forward_wall_s: float
-    load_s: float  # the actor's model load (once per actor; the driver counts it once)
+    load_s: float  # the actor's model load, reported with its first shard only (0.0 afterwards)
 
 
 @dataclass(frozen=True)
@@ -127,10 +127,11 @@ class ModelActor:
         self.model = model
         self.device, self.device_label, self.gpu_ids = _pick_device()
         self.actor_id = f"{socket.gethostname()}:{os.getpid()}"
-        self._decoders: dict[str | None, Decoder] = {}
+        self._decoders: dict[tuple[str | None, int], Decoder] = {}
         start = time.perf_counter()
-        self._decoder(None, 64)
+        self._family, self._loaded = _load_weights(model, self.device)
         self.load_s = time.perf_counter() - start
+        self._load_reported = False
         log.info("actor %s loaded %s on %s in %.1f s", self.actor_id, model.name, self.device, self.load_s)
 
     def info(self) -> ActorInfo:
@@ -138,25 +139,24 @@ class ModelActor:
                          self.gpu_ids, self.load_s)
 
     def _decoder(self, verifier_mode: str | None, max_new_tokens: int) -> Decoder:
-        """The decoder for a verifier mode (bidirectional ablation), its answer budget set per shard."""
-        if verifier_mode not in self._decoders:
-            from streamgen.models import load_decoder
-
+        """A decoder over the loaded weights for a verifier mode and answer budget (cheap to build)."""
+        key = (verifier_mode, int(max_new_tokens))
+        if key not in self._decoders:
             cfg = self.model
             if verifier_mode is not None:
                 cfg = dataclasses.replace(cfg, decoding={**cfg.decoding, "verifier_mode": verifier_mode})
-            self._decoders[verifier_mode] = load_decoder(cfg, device=self.device, max_new_tokens=max_new_tokens)
-        decoder = self._decoders[verifier_mode]
-        decoder.max_new_tokens = int(max_new_tokens)  # decoders read it per call
-        return decoder
+            self._decoders[key] = self._family.build_decoder(cfg, self._loaded.model, self._loaded.tokenizer,
+                                                             self.device, int(max_new_tokens))
+        return self._decoders[key]
 
     def run_shard(self, task: ShardTask) -> DecodedShard:
         start = time.perf_counter()
         decoder = self._decoder(task.verifier_mode, task.max_new_tokens)
         rule = make_rule(task.acceptance, task.tau)
         results = tuple(self._run_example(decoder, rule, ex) for ex in task.examples)
+        load_s, self._load_reported = (0.0 if self._load_reported else self.load_s), True
         return DecodedShard(task.shard_id, self.actor_id, self.device_label, results,
-                            time.perf_counter() - start, sum(r.forward_wall_s for r in results), self.load_s)
+                            time.perf_counter() - start, sum(r.forward_wall_s for r in results), load_s)
 
     def _run_example(self, decoder: Decoder, rule: Any, ex: ExampleTask) -> ExampleResult:
         if ex.request is None:
@@ -167,6 +167,11 @@ class ModelActor:
         try:
             outcome = run_pair(decoder, ex.request, rule, base_first=ex.base_first)
         except Exception as exc:  # noqa: BLE001 — a failing example becomes a row, the shard goes on
+            if is_fatal_device_error(exc):
+                # A CUDA error poisons the process: exit so the scheduler re-queues the shard on a
+                # fresh actor, rather than recording errors from a broken device (ray PR #60145).
+                log.error("device error in example %s, exiting the actor: %s", ex.example_id, exc)
+                os._exit(1)
             log.warning("example %s failed: %s", ex.example_id, exc)
             return ExampleResult(ex.example_id, ex.base_first, None, type(exc).__name__,
                                  traceback.format_exc(), time.perf_counter() - start)
@@ -175,6 +180,25 @@ class ModelActor:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+def _load_weights(cfg: ModelConfig, device: str) -> tuple[Any, Any]:
+    """(family module, loaded model+tokenizer): the weights are loaded once per actor and shared by
+    every decoder built over them (as ``streamgen.models.load_decoder`` does for one decoder)."""
+    import importlib
+
+    from streamgen import models
+
+    family = importlib.import_module(models.FAMILY_MODULES[cfg.family])
+    loader = getattr(family, "load_model_and_tokenizer", models.load_model_and_tokenizer)
+    return family, loader(cfg, device)
+
+
+def is_fatal_device_error(exc: BaseException) -> bool:
+    """CUDA out-of-memory or a CUDA runtime error (the device state can no longer be trusted)."""
+    import torch
+
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or "CUDA error" in str(exc)
 
 
 def _forward_wall(outcome: PairOutcome) -> float:

@@ -105,7 +105,6 @@ class _GridRun:
         self.plan, self.todo, self.summary, self.progress = plan, todo, summary, progress
         self.writer, self.use_gpu = ResultWriter(summary.results_dir), use_gpu
         self.max_errors = plan.grid.max_error_fraction * sum(len(s) for s in todo)
-        self.loaded: set[str] = set()
         self.started_at = _now()
 
     def unit(self, shard: Shard) -> WorkUnit:
@@ -124,9 +123,7 @@ class _GridRun:
     def after(self, unit: WorkUnit, decoded: DecodedShard) -> Any:
         shard: Shard = unit.payload
         t = self.summary.timings
-        if decoded.actor_id not in self.loaded:
-            self.loaded.add(decoded.actor_id)
-            t.load_s += decoded.load_s
+        t.load_s += decoded.load_s
         t.decode_s += decoded.busy_s
         t.forward_s += decoded.forward_wall_s
         self.summary.devices[decoded.actor_id] = decoded.device

@@ -30,7 +30,10 @@ LOOPBACK_ENV = {
     "RAY_AUTH_MODE": "disabled",
 }
 # Ray workers inherit the driver's environment: keep hub access off and thread pools small.
+# RAY_worker_niceness: Ray starts workers at nice 15 by default; on a shared machine our model
+# actors were then starved by everything else, and their wall times measured the neighbours.
 WORKER_ENV = {
+    "RAY_worker_niceness": "0",
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "HF_DATASETS_OFFLINE": "1",

@@ -75,12 +75,12 @@ class ShardRows:
 
 def score_shard(ctx: ShardContext, examples: Sequence[Any], decoded: DecodedShard) -> ShardRows:
     """Score both answers of every decoded example of a shard and build the shard's rows."""
-    from streamgen.benchmarks import load_benchmark
-    from streamgen.stream import empty_answer_reason
+    from streamgen.benchmarks import empty_answer_reason, load_benchmark
 
     start = time.perf_counter()
     by_id = {ex.example_id: ex for ex in examples}
-    scorable = [r for r in decoded.results if r.outcome is not None and empty_answer_reason(r.outcome) is None]
+    scorable = [r for r in decoded.results if r.outcome is not None
+                and empty_answer_reason(r.outcome.base.text, r.outcome.stream.text) is None]
     answers = [a for r in scorable for a in (r.outcome.base.text, r.outcome.stream.text)]  # type: ignore[union-attr]
     flat = [by_id[r.example_id] for r in scorable for _ in (0, 1)]
     scores = load_benchmark(ctx.benchmark).score_many(flat, answers, workers=1) if scorable else []

@@ -101,3 +101,31 @@ def test_damaged_shard_file_is_recomputed_and_the_rest_reused(tmp_path: Path) ->
             assert row[col] == before[key][col], (key, col)
     assert all(ResultWriter(tmp_path).is_done(s) for s in plan_grid(grid).shards)
     assert len(rows(tmp_path, "runs")) == 2
+
+
+def test_example_errors_are_rows_and_the_run_stops_past_max_error_fraction(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from jobs.driver import GridAborted
+    from streamgen.config import configs_dir
+
+    # A model whose context (64 tokens) no request fits: run_pair raises for every example.
+    configs = tmp_path / "configs"
+    shutil.copytree(configs_dir(), configs)
+    text = (configs / "models" / "tiny-llama.yaml").read_text().replace("name: tiny-llama", "name: tiny-short")
+    (configs / "models" / "tiny-short.yaml").write_text(text + "max_context: 64\n")
+    monkeypatch.setenv("STREAMGEN_CONFIGS", str(configs))
+    results = tmp_path / "results"
+    grid = grid_config("smoke", [*SMALL, "models=[tiny-short]", "benchmarks=[mbpp]", "workers=1",
+                                 "max_error_fraction=0.0", f"results_dir={results}"])
+    with pytest.raises(GridAborted, match="max_error_fraction=0.0"):
+        run_grid(grid, progress=False)
+    errors = [r for r in rows(results, "pairs") if r["error_type"] is not None]
+    assert errors, "the failing example was written as a row"
+    assert all(r["error_traceback"] and "Traceback" in r["error_traceback"] for r in errors)
+    assert all(r["base_forwards"] is None and r["residual_forwards"] is None for r in errors)
+    written = len(list((results / "pairs").rglob("*.parquet")))
+    assert written < len(plan_grid(grid).shards), "the run stopped before the end"
+    runs = rows(results, "runs")
+    assert len(runs) == 1 and runs[0]["finished_at"] is not None
