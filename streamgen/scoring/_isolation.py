@@ -328,7 +328,7 @@ def cgroup_bases() -> dict[str, str] | None:
             _, controllers, path = line.rstrip("\n").split(":", 2)
             for c in controllers.split(","):
                 own[c] = path
-    bases = {}
+    bases: dict[str, str] = {}
     for controller in ("pids", "memory", "cpuacct"):
         mount = os.path.join(_CGROUP_ROOT, controller)
         if controller in own and os.path.exists(os.path.join(mount, "cgroup.procs")):
@@ -338,7 +338,23 @@ def cgroup_bases() -> dict[str, str] | None:
                 bases[controller] = candidate
             except OSError:
                 continue
+            _remove_stale(candidate)
     if "pids" not in bases:
         logger.info("no writable pids cgroup here; process count relies on RLIMIT_NPROC")
         return None
     return bases
+
+
+def _remove_stale(parent: str) -> None:
+    """Remove empty run cgroups left by processes that died before cleaning up (sg-<pid>-<id>).
+
+    Only ones older than an hour: a process in another pid namespace sharing this cgroup tree
+    looks dead from here, and its fresh, still-empty cgroup must not vanish before it joins."""
+    for entry in os.scandir(parent):
+        owner = entry.name.split("-")[1] if entry.name.startswith("sg-") else ""
+        if (owner.isdigit() and not os.path.exists(f"/proc/{owner}")
+                and time.time() - entry.stat().st_mtime > 3600):
+            try:
+                os.rmdir(entry.path)
+            except OSError:
+                continue  # still has members; a later run's kill_all is not ours to do

@@ -264,6 +264,7 @@ def _pump(child: _Child, out: _Capture, err: _Capture, deadline: float, flood: i
           stdin: str | None, marker_fd: int) -> str:
     """Read both pipes until the program exits ("exited"), the deadline passes ("wall") or the
     output floods ("flood"). A detached descendant holding the pipes open does not hold us up."""
+    assert child.proc.stdout is not None and child.proc.stderr is not None  # both are PIPE
     if stdin is not None:
         _feed_stdin(child.proc, stdin)
     sel = selectors.DefaultSelector()
@@ -314,6 +315,7 @@ def _marker_written(fd: int) -> bool:
 
 
 def _feed_stdin(proc: subprocess.Popen, text: str) -> None:
+    assert proc.stdin is not None  # PIPE whenever there is input
     try:
         proc.stdin.write(text.encode())
         proc.stdin.close()
