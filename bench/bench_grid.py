@@ -33,7 +33,7 @@ def report(label: str, s: GridSummary) -> None:
     t = s.timings
     rate = s.examples / s.wall_s if s.wall_s else float("nan")
     print(f"{label}: wall {s.wall_s:.1f} s | ray start {t.ray_start_s:.1f} | plan {t.plan_s:.1f} | "
-          f"load {t.load_s:.1f} | decode {t.decode_s:.1f} (forwards {t.forward_s:.1f}) | "
+          f"load {t.load_s:.1f} | decode {t.decode_s:.1f} (forwards {t.forward_s:.1f}, CPU {t.decode_cpu_s:.1f}) | "
           f"scoring {t.score_s:.1f} | writing {t.write_s:.2f} | actors {len(s.devices)}")
     print(f"{label}: {s.examples} examples, {s.shards_done} shards, {s.errors} errors; "
           f"forward share of actor decode time {s.forward_share:.3f}; "

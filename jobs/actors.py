@@ -71,6 +71,7 @@ class DecodedShard:
     busy_s: float  # wall time of run_shard on the actor
     forward_wall_s: float
     load_s: float  # the actor's model load, reported with its first shard only (0.0 afterwards)
+    cpu_s: float = 0.0  # CPU time of the actor process during run_shard (contention-independent)
 
 
 @dataclass(frozen=True)
@@ -150,13 +151,14 @@ class ModelActor:
         return self._decoders[key]
 
     def run_shard(self, task: ShardTask) -> DecodedShard:
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         decoder = self._decoder(task.verifier_mode, task.max_new_tokens)
         rule = make_rule(task.acceptance, task.tau)
         results = tuple(self._run_example(decoder, rule, ex) for ex in task.examples)
         load_s, self._load_reported = (0.0 if self._load_reported else self.load_s), True
         return DecodedShard(task.shard_id, self.actor_id, self.device_label, results,
-                            time.perf_counter() - start, sum(r.forward_wall_s for r in results), load_s)
+                            time.perf_counter() - start, sum(r.forward_wall_s for r in results), load_s,
+                            time.process_time() - cpu_start)
 
     def _run_example(self, decoder: Decoder, rule: Any, ex: ExampleTask) -> ExampleResult:
         if ex.request is None:

@@ -49,6 +49,7 @@ class Timings:
     load_s: float = 0.0  # model loads inside actors
     decode_s: float = 0.0  # run_shard wall on actors, model load excluded
     forward_s: float = 0.0  # of which inside model forwards
+    decode_cpu_s: float = 0.0  # CPU time of the actors while decoding (what a quiet machine needs)
     score_s: float = 0.0  # scoring tasks
     write_s: float = 0.0  # result files, in the driver
 
@@ -126,6 +127,7 @@ class _GridRun:
         t.load_s += decoded.load_s
         t.decode_s += decoded.busy_s
         t.forward_s += decoded.forward_wall_s
+        t.decode_cpu_s += decoded.cpu_s
         self.summary.devices[decoded.actor_id] = decoded.device
         examples = tuple(self.plan.examples[shard.cell.benchmark.name][e] for e in shard.example_ids)
         return remote_score_shard(self.context(shard), examples, decoded)

@@ -71,7 +71,7 @@ def print_summary(summary: object, grid: GridConfig) -> None:
               f"{len(s.shards_failed)} failed; {s.examples} examples ({s.errors} errors, "  # type: ignore[attr-defined]
               f"{s.excluded} excluded) in {s.wall_s:.0f} s")  # type: ignore[attr-defined]
         print(f"time: ray start {t.ray_start_s:.1f} s, model load {t.load_s:.1f} s, decode {t.decode_s:.1f} s "
-              f"({t.forward_s:.1f} s in forwards), scoring {t.score_s:.1f} s, writing {t.write_s:.2f} s")
+              f"({t.forward_s:.1f} s in forwards, {t.decode_cpu_s:.1f} s CPU), scoring {t.score_s:.1f} s, writing {t.write_s:.2f} s")
     print_tables(grid.results_dir)
 
 
