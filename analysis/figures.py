@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -54,19 +55,33 @@ def _groups(rows: Sequence[dict], keys: Sequence[str]) -> Iterator[tuple[dict, l
 
 def speedup_distributions(per_example: pa.Table, out_dir: Path) -> list[Path]:
     """One PNG per model setting; returns the paths written (none when there are no rows)."""
-    cols = per_example.select([*SETTING, "benchmark", "speedup_forwards"]).to_pydict()
-    rows = [dict(zip(cols, vals, strict=False)) for vals in zip(*cols.values(), strict=False)]
+    speedups = per_example["speedup_forwards"].to_numpy(zero_copy_only=False).astype(float)
     paths = []
-    for key, group in _groups(rows, SETTING):
-        by_bench: dict[str, list[float]] = {}
-        for r in group:
-            by_bench.setdefault(r["benchmark"], []).append(r["speedup_forwards"])
+    for key, start, stop in _runs(per_example, SETTING):
+        sub = _runs(per_example.slice(start, stop - start), ("benchmark",))
+        arrays = {k["benchmark"]: speedups[start + a : start + b] for k, a, b in sub}
         label = setting_label(key)
         path = out_dir / f"speedup-{slug(label)}.png"
-        arrays = {b: np.asarray(v, dtype=float) for b, v in sorted(by_bench.items())}
-        _draw_distribution(label, {b: a[a > 0] for b, a in arrays.items() if (a > 0).any()}, path)
+        _draw_distribution(label, {b: a[a > 0] for b, a in sorted(arrays.items()) if (a > 0).any()}, path)
         paths.append(path)
     return paths
+
+
+def _runs(table: pa.Table, keys: Sequence[str]) -> list[tuple[dict, int, int]]:
+    """(key values, start, stop) of each run of rows sharing ``keys`` (the SQL output is ordered)."""
+    n = table.num_rows
+    if n == 0:
+        return []
+    # compare as strings with NULL → a sentinel: NULL == NULL here, and a NaN tau never appears
+    cols = [pc.fill_null(pc.cast(table[k], pa.string()), "\x00").to_numpy(zero_copy_only=False) for k in keys]
+    changed = np.zeros(n, dtype=bool)
+    changed[0] = True
+    for c in cols:
+        changed[1:] |= c[1:] != c[:-1]
+    starts = np.flatnonzero(changed).tolist()
+    stops = starts[1:] + [n]
+    firsts = table.select(list(keys)).take(starts).to_pylist()
+    return list(zip(firsts, starts, stops, strict=True))
 
 
 def _draw_distribution(label: str, by_bench: dict[str, np.ndarray], path: Path) -> None:

@@ -23,7 +23,7 @@ from tests.analysis_fixtures import RecordSet, pair_record, record_sets, write_r
 
 KEY = ("model", "benchmark", "acceptance", "tau", "variant", "verifier_mode")
 SETTING = ("model", "acceptance", "tau", "variant", "verifier_mode")
-HYPO = settings(max_examples=15, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+HYPO = settings(max_examples=12, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def included(p: PairRecord) -> bool:
@@ -219,7 +219,12 @@ def test_excluded_and_error_rows_never_enter_statistics(records: RecordSet) -> N
         a = [{c: v for c, v in r.items() if c not in counts} for r in full[name].to_pylist()]
         b = [{c: v for c, v in r.items() if c not in counts} for r in clean[name].to_pylist()]
         b_keys = {tuple(r[c] for c in KEY) for r in b}
-        assert [r for r in a if tuple(r[c] for c in KEY) in b_keys] == b, name
+        kept_rows = [r for r in a if tuple(r[c] for c in KEY) in b_keys]
+        assert len(kept_rows) == len(b), name
+        for ra, rb in zip(kept_rows, b, strict=True):  # floats: summation order may differ
+            assert ra == {
+                k: pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for k, v in rb.items()
+            }
 
 
 @HYPO

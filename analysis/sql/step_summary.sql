@@ -5,27 +5,26 @@
 --   accept_ratio_all / _final  sum(accepted_tokens) / sum(draft_tokens_in) over all / final steps
 --   n_residual_mismatch        requests whose final step's forwards differ from the pairs row's
 --                              residual_forwards (or that have no final step): should be 0
-WITH inc AS (
-    SELECT run_id, cell_id, example_id, model, benchmark, acceptance, tau, variant, verifier_mode,
-           f_residual
-    FROM pair_rows
-    WHERE is_included
-),
-per_example AS (
+WITH per_example AS (
+    -- aggregate the (large) steps table per request first, then join the narrow result
     SELECT
-        i.model, i.benchmark, i.acceptance, i.tau, i.variant, i.verifier_mode, i.example_id,
-        any_value(i.f_residual) AS f_residual,
+        run_id, cell_id, example_id,
         count(*) AS n_steps,
-        coalesce(sum(s.forwards) FILTER (WHERE NOT s.is_final), 0) AS speculative_forwards,
-        sum(s.forwards) FILTER (WHERE s.is_final) AS final_forwards,
-        sum(s.draft_tokens_in) AS draft_in,
-        sum(s.accepted_tokens) AS accepted,
-        sum(s.draft_tokens_in) FILTER (WHERE s.is_final) AS draft_in_final,
-        sum(s.accepted_tokens) FILTER (WHERE s.is_final) AS accepted_final
-    FROM steps s
-    JOIN inc i ON s.run_id = i.run_id AND s.cell_id = i.cell_id AND s.example_id = i.example_id
-    GROUP BY i.model, i.benchmark, i.acceptance, i.tau, i.variant, i.verifier_mode,
-             i.run_id, i.cell_id, i.example_id
+        coalesce(sum(forwards) FILTER (WHERE NOT is_final), 0) AS speculative_forwards,
+        sum(forwards) FILTER (WHERE is_final) AS final_forwards,
+        sum(draft_tokens_in) AS draft_in,
+        sum(accepted_tokens) AS accepted,
+        sum(draft_tokens_in) FILTER (WHERE is_final) AS draft_in_final,
+        sum(accepted_tokens) FILTER (WHERE is_final) AS accepted_final
+    FROM steps
+    GROUP BY run_id, cell_id, example_id
+),
+joined AS (
+    SELECT p.model, p.benchmark, p.acceptance, p.tau, p.variant, p.verifier_mode, p.f_residual, e.*
+    FROM per_example e
+    JOIN pair_rows p
+      ON e.run_id = p.run_id AND e.cell_id = p.cell_id AND e.example_id = p.example_id
+    WHERE p.is_included
 )
 SELECT
     model, benchmark, acceptance, tau, variant, verifier_mode,
@@ -36,7 +35,7 @@ SELECT
     sum(accepted)::DOUBLE / NULLIF(sum(draft_in), 0) AS accept_ratio_all,
     sum(accepted_final)::DOUBLE / NULLIF(sum(draft_in_final), 0) AS accept_ratio_final,
     count(*) FILTER (WHERE final_forwards IS DISTINCT FROM f_residual) AS n_residual_mismatch
-FROM per_example
-GROUP BY ALL
+FROM joined
+GROUP BY model, benchmark, acceptance, tau, variant, verifier_mode
 ORDER BY
     model, benchmark, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST;
