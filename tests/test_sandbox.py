@@ -71,9 +71,11 @@ def test_interpreter_that_never_starts_the_program_is_an_error(backend: str) -> 
 
 
 def test_exception_traceback_is_in_stderr(backend: str) -> None:
-    r = run("raise KeyError('missing-key')", backend)
+    r = run("def f():\n    raise KeyError('missing-key')\nf()", backend)
     assert r.status == "failed"
-    assert "KeyError: 'missing-key'" in r.stderr
+    assert r.stderr.splitlines()[1:] == ['  File "main.py", line 3, in <module>', "    f()",
+                                         '  File "main.py", line 2, in f',
+                                         "    raise KeyError('missing-key')", "KeyError: 'missing-key'"]
 
 
 def test_wall_timeout_kills_a_sleeper(backend: str) -> None:

@@ -91,9 +91,19 @@ def scrubbed_env(python: str, home: str = INNER_DIR) -> dict[str, str]:
 
 # Runs the program as `python -I main.py` would (``__main__``, ``__file__``, argv[0]), after writing
 # one byte to the start-marker pipe: the sandbox then knows the program itself started, so any later
-# failure is the program's verdict and anything earlier is the sandbox's error.
-_BOOTSTRAP = ("import os, runpy; os.write({fd}, b'1'); os.close({fd}); del os; "
-              "runpy.run_path({name!r}, run_name='__main__')")
+# failure is the program's verdict and anything earlier is the sandbox's error. Tracebacks start
+# at the program's own frames (the bootstrap's and runpy's are dropped).
+_BOOTSTRAP = """import os, runpy, sys
+os.write({fd}, b'1')
+os.close({fd})
+def _own_frames(kind, value, tb, _hook=sys.excepthook):
+    while tb is not None and tb.tb_frame.f_code.co_filename != {name!r}:
+        tb = tb.tb_next
+    _hook(kind, value.with_traceback(tb), tb)
+sys.excepthook = _own_frames
+del os, sys, _own_frames
+runpy.run_path({name!r}, run_name='__main__')
+"""
 
 
 def command(backend: Backend, python: str, workdir: str, limits: Limits,
