@@ -48,7 +48,7 @@ class Allocation:
 
     job_id: str
     rank: int
-    num_nodes: int
+    num_nodes: int  # one task, hence one Ray node, per Slurm node; 1 keeps Ray on loopback
     num_cpus: int
     num_gpus: int
     folder: Path  # shared log folder of the job
@@ -66,6 +66,9 @@ def allocation_from_env(folder: Path, ray_cfg: RayConfig, default_cpus: int) -> 
     import submitit
 
     env = submitit.JobEnvironment()
+    if env.num_tasks != env.num_nodes:  # Ray turns 127.0.0.1 into the host's address for a joining node
+        raise RayBootstrapError(f"{env.num_tasks} tasks on {env.num_nodes} node(s): run one task per node "
+                                "(jobs.slurm submits tasks_per_node=1); Ray uses every CPU/GPU of it")
     cpus = _int_env("SLURM_CPUS_PER_TASK") or _int_env("SLURM_CPUS_ON_NODE") or default_cpus
     gpus = _int_env("SLURM_GPUS_ON_NODE")
     if gpus is None:
@@ -142,20 +145,25 @@ class RayProcess:
         log.info("stopped Ray node (%s)", self.address)
 
 
-def _ray_env(ip: str) -> dict[str, str]:
-    env = dict(os.environ)
+def _ray_env(ip: str, head: bool) -> dict[str, str]:
+    """The environment of a ``ray start``: quiet, offline, and on loopback where possible.
+
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` keeps every listener of a one-node head on 127.0.0.1, but
+    ``ray start --address`` refuses to join a cluster while it is set: worker nodes (and multi-node
+    heads) drop it and bind to their ``--node-ip-address`` instead.
+    """
     if ip == ray_env.LOOPBACK:
         ray_env.apply_loopback_env()
-        env.update({k: os.environ[k] for k in (*ray_env.LOOPBACK_ENV, *ray_env.WORKER_ENV)})
-    else:  # multi-node: listeners must use the node's address, so no loopback forcing
-        env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
-        env.update({"RAY_USAGE_STATS_ENABLED": "0", **ray_env.WORKER_ENV})
+    else:
         ray_env.ensure_bootstrap_config()
+    env = {**os.environ, **ray_env.LOOPBACK_ENV, **ray_env.WORKER_ENV}
+    if ip != ray_env.LOOPBACK or not head:
+        env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
     return env
 
 
 def _start(args: list[str], ip: str, alloc: Allocation, ray_cfg: RayConfig, address: str,
-           log_name: str) -> RayProcess:
+           log_name: str, head: bool) -> RayProcess:
     ports = {flag: free_port(ip) for flag in ("--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
                                               "--metrics-export-port", "--runtime-env-agent-port")}
     cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block", f"--node-ip-address={ip}",
@@ -165,7 +173,7 @@ def _start(args: list[str], ip: str, alloc: Allocation, ray_cfg: RayConfig, addr
     log_path = alloc.folder / log_name
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as out:
-        popen = subprocess.Popen(cmd, env=_ray_env(ip), stdout=out, stderr=subprocess.STDOUT,
+        popen = subprocess.Popen(cmd, env=_ray_env(ip, head), stdout=out, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, preexec_fn=_ignore_usr2)
     return RayProcess(popen, address, log_path)
 
@@ -177,7 +185,7 @@ def start_head(alloc: Allocation, ray_cfg: RayConfig) -> RayProcess:
     temp_dir = Path(tempfile.gettempdir()) / f"ray-{_run_key(alloc)}"  # not /tmp/ray: others' Ray lives there
     args = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp_dir}",
             f"--ray-client-server-port={free_port(ip)}"]
-    proc = _start(args, ip, alloc, ray_cfg, f"{ip}:{port}", f"{alloc.job_id}_ray_head.log")
+    proc = _start(args, ip, alloc, ray_cfg, f"{ip}:{port}", f"{alloc.job_id}_ray_head.log", head=True)
     log.info("Ray head starting at %s (num_cpus=%d num_gpus=%d object_store=%d MiB), log %s",
              proc.address, alloc.num_cpus, alloc.num_gpus, ray_cfg.object_store_mb, proc.log_path)
     return proc
@@ -253,7 +261,7 @@ def ray_cluster(alloc: Allocation, ray_cfg: RayConfig) -> Iterator[str | None]:
         return
     address = _wait_for_file(_address_file(alloc), JOIN_TIMEOUT_S)
     worker = _start([f"--address={address}"], node_ip(alloc.num_nodes), alloc, ray_cfg, address,
-                    f"{alloc.job_id}_ray_worker{alloc.rank}.log")
+                    f"{alloc.job_id}_ray_worker{alloc.rank}.log", head=False)
     try:
         while worker.alive() and not _done_file(alloc).exists():
             time.sleep(2.0)

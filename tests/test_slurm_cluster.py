@@ -104,13 +104,14 @@ def test_smoke_grid_on_slurm_equals_local(tmp_path: Path, job_env: dict[str, str
     local = _workflow(["grid=smoke", f"results_dir={tmp_path / 'local'}"], tmp_path, job_env)
     assert local.returncode == 0, local.stderr[-3000:]
     a, b = _by_example(tmp_path / "slurm"), _by_example(tmp_path / "local")
-    assert len(a) == 12 and a.keys() == b.keys()
+    assert a and a.keys() == b.keys()
     assert a == b  # forward counts, lengths and both answers, example by example
 
 
 def test_preemption_requeues_and_resumes_without_loss_or_duplicates(
         tmp_path: Path, job_env: dict[str, str]) -> None:
-    grid = grid_config("smoke", ["shard_size=1", f"results_dir={tmp_path / 'r'}"])  # 12 one-example shards
+    grid = grid_config("smoke", ["models=[tiny-llama]", "benchmarks=[mbpp,coedit]", "limit=3", "shard_size=1",
+                                 "workers=1", f"results_dir={tmp_path / 'r'}"])  # 12 one-example shards
     cluster = cluster_config("slurm", ["timeout_min=30", f"log_dir={tmp_path / 'logs'}"])  # > 10: USR2 = preempt
     job = slurm.submit(grid, cluster)
     pairs = tmp_path / "r" / "pairs"
@@ -130,7 +131,7 @@ def test_preemption_requeues_and_resumes_without_loss_or_duplicates(
         {(r["cell_id"], r["example_id"]) for r in runs})  # nothing duplicated
     assert len(runs) == 12  # nothing lost
     assert len({r["run_id"] for r in runs}) == 2  # rows from both attempts, each written once
-    restarts = subprocess.run(["sacct", "-j", job.job_id, "-X", "-n", "-P", "-o", "Restarts"],
-                              capture_output=True, text=True, timeout=30, check=True).stdout.split()
-    assert restarts and int(restarts[0]) >= 1
+    states = subprocess.run(["sacct", "-j", job.job_id, "-D", "-X", "-n", "-P", "-o", "State"],
+                            capture_output=True, text=True, timeout=30, check=True).stdout.split()
+    assert states == ["REQUEUED", "COMPLETED"]  # Slurm's own record: one requeue, then done
 
