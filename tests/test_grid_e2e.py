@@ -129,3 +129,31 @@ def test_example_errors_are_rows_and_the_run_stops_past_max_error_fraction(
     assert written < len(plan_grid(grid).shards), "the run stopped before the end"
     runs = rows(results, "runs")
     assert len(runs) == 1 and runs[0]["finished_at"] is not None
+
+
+def test_local_ray_listens_and_connects_on_loopback_only() -> None:
+    import psutil
+
+    @ray.remote(num_cpus=0.5)
+    class Probe:
+        def pid(self) -> int:
+            return os.getpid()
+
+    probe = Probe.remote()
+    assert ray.get(probe.pid.remote(), timeout=120) > 0
+    loopback = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
+    seen, outside = 0, []
+    for proc in [psutil.Process(), *psutil.Process().children(recursive=True)]:
+        try:
+            conns = proc.net_connections(kind="inet")
+        except psutil.Error:
+            continue  # exited meanwhile
+        for c in conns:
+            seen += 1
+            for addr in (c.laddr, c.raddr):
+                if addr and addr.ip not in loopback:
+                    outside.append((proc.name(), c.status, addr.ip, addr.port))
+    ray.kill(probe)
+    assert seen > 10, "the Ray processes' sockets were not visible"
+    assert not outside, outside
+    assert all(n["NodeManagerAddress"] == "127.0.0.1" for n in ray.nodes())
