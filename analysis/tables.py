@@ -97,17 +97,22 @@ def _register_source(con: duckdb.DuckDBPyConnection, name: str, files: Sequence[
     con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *{extra} FROM {scan}")
 
 
+_DUCK_TYPES = {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}
+
+
 def _duck_type(dtype: pa.DataType) -> str:
-    return {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}[
-        dtype
-    ]
+    return _DUCK_TYPES[dtype]
+
+
+def _duckdb(threads: int | None) -> duckdb.DuckDBPyConnection:
+    config: dict[str, str | bool | int | float | list[str]] = {"threads": threads} if threads else {}
+    return duckdb.connect(":memory:", config=config)
 
 
 def connect(results_dir: str | Path, *, threads: int | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with ``pairs``, ``steps``, ``runs`` and ``pair_rows`` views."""
     files = find_result_files(results_dir)
-    config = {"threads": threads} if threads else {}
-    con = duckdb.connect(":memory:", config=config)
+    con = _duckdb(threads)
     for name in _SOURCES:
         _register_source(con, name, getattr(files, name))
     con.execute(sql_text("_views"))
@@ -146,7 +151,7 @@ def _is_dependency(name: str, wanted: set[str]) -> bool:
 
 def compare_tables(dir_a: str | Path, dir_b: str | Path, *, threads: int | None = None) -> pa.Table:
     """The ``models`` tables of two results directories side by side, with B − A deltas."""
-    con = duckdb.connect(":memory:", config={"threads": threads} if threads else {})
+    con = _duckdb(threads)
     try:
         con.register("models_a", build_tables(dir_a, ["models"], threads=threads)["models"])
         con.register("models_b", build_tables(dir_b, ["models"], threads=threads)["models"])

@@ -14,11 +14,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from analysis.tables import ResultsNotFoundError, build_tables
-from streamgen.records import PairRecord
+from streamgen.records import PairRecord, to_table
 from tests.analysis_fixtures import RecordSet, pair_record, record_sets, write_record_set
 
 KEY = ("model", "benchmark", "acceptance", "tau", "variant", "verifier_mode")
@@ -275,3 +276,28 @@ def test_ties_give_interpolated_medians(tmp_path: Path) -> None:
 def test_missing_results_raise_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ResultsNotFoundError, match="full_grid.py"):
         build_tables(tmp_path)
+
+
+def test_hive_style_directories_do_not_override_file_columns(tmp_path: Path) -> None:
+    """The grid writes pairs/model=<m>/benchmark=<b>/…; values must come from the files."""
+    rows = [pair_record(example_id="e0"), pair_record(example_id="e1", benchmark="mbpp")]
+    target = tmp_path / "pairs" / "model=NOT-THE-MODEL" / "benchmark=nope" / "shard.parquet"
+    target.parent.mkdir(parents=True)
+    pq.write_table(to_table(rows, PairRecord), target)
+    cells = build_tables(tmp_path, ["cells"], threads=1)["cells"].to_pylist()
+    assert {(r["model"], r["benchmark"]) for r in cells if r["scope"] == "benchmark"} == {
+        ("m-ar", "humaneval"),
+        ("m-ar", "mbpp"),
+    }
+
+
+def test_files_of_an_older_schema_read_missing_columns_as_null(tmp_path: Path) -> None:
+    table = to_table([pair_record(example_id="e0")], PairRecord).drop_columns(["variant", "verifier_mode"])
+    (tmp_path / "pairs").mkdir()
+    pq.write_table(table, tmp_path / "pairs" / "old.parquet")
+    (row,) = [
+        r
+        for r in build_tables(tmp_path, ["cells"], threads=1)["cells"].to_pylist()
+        if r["scope"] == "benchmark"
+    ]
+    assert row["variant"] is None and row["verifier_mode"] is None and row["n_included"] == 1

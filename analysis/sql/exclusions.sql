@@ -9,5 +9,5 @@ FROM pair_rows
 WHERE NOT is_included
 GROUP BY ALL
 ORDER BY
-    model, benchmark, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST,
+    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, benchmark,
     kind, reason;

@@ -38,4 +38,4 @@ SELECT
 FROM joined
 GROUP BY model, benchmark, acceptance, tau, variant, verifier_mode
 ORDER BY
-    model, benchmark, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST;
+    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, benchmark;
