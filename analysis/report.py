@@ -172,8 +172,15 @@ def summary_text(results_dir: str | Path, *, threads: int | None = None) -> str:
 
 
 def print_summary(results_dir: str | Path, *, file: TextIO | None = None) -> str:
-    """Write the main tables to ``file`` (default stdout) and return them; used by the grid."""
-    text = summary_text(results_dir)
+    """Write the main tables to ``file`` (default stdout) and return them; used by the grid.
+
+    A directory without pairs files gives a one-line note instead of an exception, so that the end
+    of a grid whose shards all failed still reports what happened.
+    """
+    try:
+        text = summary_text(results_dir)
+    except ResultsNotFoundError as exc:
+        text = f"no tables: {exc}"
     print(text, file=file or sys.stdout)
     return text
 

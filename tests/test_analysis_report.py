@@ -150,3 +150,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=300,
     )
+
+
+def test_print_summary_without_results_says_so(tmp_path: Path) -> None:
+    out = io.StringIO()
+    text = print_summary(tmp_path / "empty", file=out)
+    assert text.startswith("no tables:") and "full_grid.py" in out.getvalue()
