@@ -229,9 +229,23 @@ def test_ds1000_references_pass_in_its_interpreter(data_dir: Path) -> None:
         bench.runner()
     except ConfigError:
         pytest.skip("DS-1000 interpreter missing: bash scripts/ds1000_env.sh")
-    examples = bench.examples(data_dir, limit=3)
-    assert check_references(bench, examples).passed == 3
+    by_id = {e.example_id: e for e in bench.examples(data_dir)}
+    # 820: a function-style reference with "### END SOLUTION" inside (must not be cut there).
+    examples = [by_id[f"ds1000/{i}"] for i in (0, 1, 291, 820)]
+    assert check_references(bench, examples).passed == 4
     assert check_answers(bench, examples, lambda e: "```python\nresult = None\n```").passed == 0
+
+
+def test_ds1000_extraction_keeps_inner_markers_and_drops_the_trailing_newline(data_dir: Path) -> None:
+    bench = _bench("ds1000")
+    by_id = {e.example_id: e for e in bench.examples(data_dir)}
+    task = bench.task  # type: ignore[attr-defined]
+    code = task.extract(by_id["ds1000/820"], by_id["ds1000/820"].reference).code
+    assert "### END SOLUTION" in code and code.endswith("return result")
+    # 701's context continues the inserted line: "[insert].numpy()"
+    code701 = task.extract(by_id["ds1000/701"], "```python\nresult = f()\n```").code
+    assert "test_execution('result = f()')" in task.program(by_id["ds1000/701"], code701)
+    assert task.extract(by_id["ds1000/0"], "<code>\nresult = df\n</code>\nEND SOLUTION").code == "result = df"
 
 
 # ------------------------------------------------------------------------------------------

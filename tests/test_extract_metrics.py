@@ -74,7 +74,7 @@ def test_empty_or_whitespace_answer_has_no_code() -> None:
 
 
 def test_stop_markers_cut_ds1000_style_answers() -> None:
-    got = extract_code("result = df.iloc[List]\n</code>\nEND SOLUTION\nmore text", stops=("</code>", "END SOLUTION"))
+    got = extract_code("result = df.iloc[List]\n</code>\nEND SOLUTION\nmore text", stops=("</code>", "\nEND SOLUTION"))
     assert got.code == "result = df.iloc[List]"
 
 

@@ -18,7 +18,9 @@ from streamgen.benchmarks.sources import render
 from streamgen.config import BenchmarkConfig
 from streamgen.scoring.extract import Extracted, extract_code, fence
 
-STOPS = ("</code>", "END SOLUTION", "# SOLUTION END")
+# Upstream's postprocess cuts at these; "\nEND SOLUTION" only at a line start: function-style
+# references contain "### END SOLUTION" comments that must stay.
+STOPS = ("</code>", "\nEND SOLUTION")
 _LEADING_MARKERS = re.compile(r"^\s*(?:BEGIN SOLUTION\s*)?(?:<code>\s*)?")
 
 
@@ -42,7 +44,9 @@ class Ds1000Task:
         )
 
     def extract(self, example: Example, answer: str) -> Extracted:
-        return extract_code(_LEADING_MARKERS.sub("", answer, count=1), stops=STOPS)
+        got = extract_code(_LEADING_MARKERS.sub("", answer, count=1), stops=STOPS)
+        # Some contexts continue the inserted line ("[insert].numpy()"): no trailing newline.
+        return Extracted(got.code.rstrip(), got.how)
 
     def program(self, example: Example, code: str) -> str:
         context = example.payload["code_context"]
