@@ -225,10 +225,8 @@ def test_text_benchmarks_score_references_as_one_and_others_lower(data_dir: Path
 
 def test_ds1000_references_pass_in_its_interpreter(data_dir: Path) -> None:
     bench = _bench("ds1000")
-    try:
-        bench.runner()
-    except ConfigError:
-        pytest.skip("DS-1000 interpreter missing: bash scripts/ds1000_env.sh")
+    if bench.problems():
+        pytest.skip(f"DS-1000 interpreter missing: {bench.problems()}")
     by_id = {e.example_id: e for e in bench.examples(data_dir)}
     # 820: a function-style reference with "### END SOLUTION" inside (must not be cut there).
     examples = [by_id[f"ds1000/{i}"] for i in (0, 1, 291, 820)]
@@ -251,6 +249,12 @@ def test_ds1000_extraction_keeps_inner_markers_and_drops_the_trailing_newline(da
 # ------------------------------------------------------------------------------------------
 # statistics and command line
 # ------------------------------------------------------------------------------------------
+
+
+def test_problems_name_the_missing_interpreter() -> None:
+    assert _bench("humaneval").problems() == [] and _bench("chat").problems() == []
+    missing = _bench("ds1000", "options.python=.venv-does-not-exist/bin/python").problems()
+    assert len(missing) == 1 and "scripts/ds1000_env.sh" in missing[0]
 
 
 def test_segmentation_stats_and_table(data_dir: Path) -> None:

@@ -91,6 +91,11 @@ class Benchmark(Protocol):
         """The request cut into arrival units (lossless)."""
         ...
 
+    def problems(self) -> list[str]:
+        """What would stop scoring (e.g. a configured interpreter that is missing), each naming
+        the fix; empty when ready. Cheap: for up-front grid validation."""
+        ...
+
     def reference_answer(self, example: Example) -> str:
         """The gold answer, shaped like a chat answer (what ``check`` feeds the scorer)."""
         ...

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from streamgen.benchmarks import Example, Score
 from streamgen.benchmarks.execution import Runner
 from streamgen.benchmarks.sources import read_rows
-from streamgen.config import BenchmarkConfig
+from streamgen.config import BenchmarkConfig, ConfigError
 from streamgen.scoring.extract import Extracted
 from streamgen.segment import segment
 
@@ -58,6 +58,13 @@ class CodeBenchmark:
 
     def runner(self) -> Runner:
         return Runner.from_config(self.cfg)
+
+    def problems(self) -> list[str]:
+        try:
+            self.runner()
+        except ConfigError as exc:
+            return list(exc.problems)
+        return []
 
     def program_or_verdict(self, example: Example, answer: str) -> tuple[str | None, Score | None, str]:
         """``(program, None, how)`` to run, or ``(None, verdict, how)`` when there is nothing to run."""

@@ -48,6 +48,9 @@ class TextBenchmark:
     def segments(self, example: Example) -> list[str]:
         return segment(example.request)
 
+    def problems(self) -> list[str]:
+        return []  # F1 needs nothing outside this process
+
     def reference_answer(self, example: Example) -> str:
         return example.reference
 
