@@ -2,8 +2,8 @@
 
     python bench/slurm_latency.py [--repeats 1] [--executors slurm,local]
 
-Prints, per executor: submit → job running (Slurm's own Start − Submit, from sacct), submit → Ray
-connected, submit → first shard file, submit → done. Needs the local cluster for ``slurm``
+Prints, per executor: submit → job running (Slurm's own Start − Submit, from sacct; 1 s resolution),
+submit → first shard file written, submit → done (the workflow has the summary). Needs the local cluster for ``slurm``
 (``sudo bash .ci/slurm.sh start``). Each run writes to a fresh temporary results directory.
 """
 
@@ -70,7 +70,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--executors", default="slurm,local")
     args = p.parse_args()
-    print("executor  run  queue_wait_s  first_result_s  done_s   (smoke grid: 4 shards, 12 examples)")
+    print("executor  run  queue_wait_s  first_result_s  done_s   (grid=smoke, configs/grid/smoke.yaml)")
     with tempfile.TemporaryDirectory(prefix="slurm-latency-") as tmp:
         for i in range(args.repeats):
             for ex in args.executors.split(","):
