@@ -135,6 +135,10 @@ def test_coedit_instruction_arrives_before_the_text(data_dir: Path) -> None:
     assert bench.segments(ex) == ["Fix grammatical errors in this sentence:\n",
                                   "New and new technology has been introduced to the society ."]
     assert len(ex.payload["refs"]) == 4
+    from streamgen.benchmarks.coedit import CoeditTask
+
+    hub_row = {"_id": "x", "task": "gec", "src": "No instruction here. Just text.", "tgt": "t"}
+    assert CoeditTask.example(bench.cfg, hub_row).request == "No instruction here. Just text."
 
 
 def test_hub_shaped_chat_rows_use_the_last_exchange() -> None:

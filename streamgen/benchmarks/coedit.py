@@ -30,6 +30,13 @@ def split_src(src: str) -> dict[str, str]:
     return {"instruction": instruction, "text": text}
 
 
+def _request(cfg: BenchmarkConfig, row: dict[str, Any]) -> str:
+    parts = split_src(row["src"])
+    if not parts["instruction"]:  # no "<instruction>: " prefix: the text is the whole request
+        return row["src"]
+    return render(cfg, {"src": row["src"], "task": row.get("task", ""), **parts})
+
+
 class CoeditTask:
     """The CoEdIT-specific functions of :class:`TextBenchmark`."""
 
@@ -45,7 +52,7 @@ class CoeditTask:
             benchmark=cfg.name,
             example_id=str(row["_id"]),
             history=(),
-            request=render(cfg, {"src": row["src"], "task": row.get("task", ""), **split_src(row["src"])}),
+            request=_request(cfg, row),
             reference=row["tgt"],
             payload={"refs": refs, "task": row.get("task", "")},
             system_prompt=cfg.options.get("system_prompt"),
