@@ -103,7 +103,8 @@ def test_submit_refuses_before_queueing(tmp_path) -> None:
 def test_debug_executor_takes_the_same_path(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """cluster=debug: RayJob in this process (Ray head subprocess, then the same run_grid)."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    grid = dataclasses.replace(grid_config("smoke", ["limit=1", "benchmarks=[humaneval]", "acceptance=[greedy]"]),
+    grid = dataclasses.replace(grid_config("smoke", ["models=[tiny-llama]", "limit=1", "benchmarks=[mbpp]",
+                                                  "acceptance=[greedy]"]),
                                results_dir=str(tmp_path / "r"))
     summary = slurm.launch(grid, dataclasses.replace(cluster_config("debug"), log_dir=str(tmp_path / "logs")))
     assert summary.shards_done == 1 and summary.shards_total == 1
