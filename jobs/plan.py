@@ -4,7 +4,7 @@ Everything that can be checked before a model actor starts is checked here, and 
 collected into ONE :class:`~streamgen.config.ConfigError`: unknown models and benchmarks, τ outside
 [0, 1], a missing data directory (``streamgen.config.validate_grid``), model weights that cannot be
 found (package, file or folder missing; family module absent), benchmarks whose module or data does
-not load. Models are not loaded in the driver (slow, and a GPU driver must not touch CUDA before its
+not load or cannot score (``Benchmark.problems()``). Models are not loaded in the driver (slow, and a GPU driver must not touch CUDA before its
 actors start); the check is that their weights are where the config says.
 """
 
@@ -83,9 +83,12 @@ def model_problems(cfg: ModelConfig) -> list[str]:
 
 
 def _load_examples(cfg: BenchmarkConfig, data_dir: Path, limit: int | None) -> tuple[dict, dict]:
+    """The benchmark's examples by id and their segments; raises ConfigError naming what would stop
+    it from loading or scoring (e.g. a missing DS-1000 interpreter)."""
     from streamgen.benchmarks import load_benchmark
 
     bench = load_benchmark(cfg)
+    raise_if_problems(bench.problems(), f"benchmark {cfg.name} cannot score")
     examples = bench.examples(data_dir, limit)
     by_id = {ex.example_id: ex for ex in examples}
     if len(by_id) != len(examples):
