@@ -227,10 +227,8 @@ def _named(kind: str, schema: type[T], name: str, overrides: Sequence[str] = ())
         known = ", ".join(available(kind)) or "none"
         raise ConfigError([f"unknown {kind[:-1] if kind.endswith('s') else kind} {name!r}: "
                            f"known are {known} (files in configs/{kind}/)"])
-    cfg = load(schema, path, overrides=overrides)
-    if getattr(cfg, "name", name) in ("", None):
-        cfg = type(cfg)(**{**cfg.__dict__, "name": name})  # type: ignore[arg-type]
-    return cfg
+    # The file's stem names the config unless the YAML says otherwise.
+    return load(schema, {"name": name}, path, overrides=overrides)
 
 
 def model_config(name: str, overrides: Sequence[str] = ()) -> ModelConfig:

@@ -129,8 +129,11 @@ class Span:
 class AcceptanceRule(Protocol):
     """Decides how many leading draft tokens survive verification."""
 
-    name: Literal["greedy", "threshold"]
-    tau: float | None
+    @property
+    def name(self) -> Literal["greedy", "threshold"]: ...
+
+    @property
+    def tau(self) -> float | None: ...
 
     def passes(self, draft_token: int, argmax_token: int, prob: float) -> bool: ...
 
