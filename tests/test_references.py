@@ -22,6 +22,8 @@ WORKERS = 2
 # CanItEdit problems whose tests import packages outside the project's dependencies.
 CANITEDIT_NEEDS = {"26_kl_divergence": "torch", "30_cross_correlation": "torch", "41_group_theory": "torch",
                    "98_encoder_decoder_dataset": "torch", "78_llm_inference": "vllm"}
+# DS-1000 problems calling seaborn.load_dataset (a download): they cannot pass offline.
+DS1000_NEEDS_NETWORK = (519, 539, 565, 566, 567, 577, 598, 624, 629, 650, 654, 655, 656, 661, 819)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -62,5 +64,7 @@ def test_ds1000_references_in_the_ds1000_interpreter() -> None:
     if bench.problems():
         pytest.skip(f"DS-1000 interpreter missing: {bench.problems()}")
     report = check_references(bench, bench.examples(), workers=WORKERS)
-    # 15 problems download seaborn datasets (no network in the sandbox); see docs/benchmarks.md.
-    assert report.passed >= 900, report.line()
+    # Measured 985/1000: only the problems that download seaborn datasets fail (no network).
+    assert report.passed >= 985, report.line()
+    assert {f.example_id for f in report.failures} <= {f"ds1000/{i}" for i in DS1000_NEEDS_NETWORK}
+    assert all("URLError" in f.detail for f in report.failures), report.failures
