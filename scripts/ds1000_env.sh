@@ -8,16 +8,15 @@
 # DataFrame.append, ...). Those old pins must never go into the system Python (torch, transformers and
 # datasets need the new ones). The venv sees the system site-packages (for torch, which PyPI only ships
 # with multi-GB CUDA dependencies) but its own pins shadow them.
-# Pins: ../shared/data/ds1000/SOURCE.md ("old stack"); tensorflow-cpu 2.15.1 is the newest release
-# that still accepts numpy<2 on Python 3.11.
+# Pins: ../shared/data/ds1000/SOURCE.md ("old stack"), kept in ONE place: pyproject.toml's `ds1000`
+# extra (read here; never install that extra into the main environment). tensorflow-cpu 2.15.1 is the
+# newest release that still accepts numpy<2 on Python 3.11.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${1:-$ROOT/.venv-ds1000}"
-PINS=(
-  "numpy==1.26.4" "pandas==1.5.3" "scipy==1.12.0" "scikit-learn==1.4.0" "matplotlib==3.8.4"
-  "seaborn==0.13.2" "Pillow==10.4.0" "statsmodels==0.14.1" "xgboost==2.0.3" "PyYAML==6.0.1"
-  "tensorflow-cpu==2.15.1" "gensim==4.3.2" "lmfit==1.2.2"
-)
+mapfile -t PINS < <(python3 -c "import sys, tomllib
+extras = tomllib.load(open(sys.argv[1], 'rb'))['project']['optional-dependencies']
+print('\n'.join(extras['ds1000']))" "$ROOT/pyproject.toml")
 if [[ ! -x "$VENV/bin/python" ]]; then
   python3 -m venv --system-site-packages "$VENV"
 fi
