@@ -26,7 +26,7 @@ from streamgen.config import (
     ConfigError,
     GridConfig,
     ModelConfig,
-    benchmark_config,
+    grid_benchmark_config,
     model_config,
     raise_if_problems,
     resolve_data_dir,
@@ -111,7 +111,7 @@ def plan_grid(grid: GridConfig) -> GridPlan:
         problems.extend(model_problems(models[name]))
     for name in grid.benchmarks:
         try:
-            benches[name] = benchmark_config(name)
+            benches[name] = grid_benchmark_config(grid, name)
         except ConfigError:
             continue
     examples: dict[str, dict[str, Any]] = {}

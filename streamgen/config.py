@@ -128,6 +128,9 @@ class GridConfig:
     max_error_fraction: float = 0.1
     shard_timeout_s: float = 1800.0
     cluster: str = "local"  # local | debug | slurm (configs/cluster/<name>.yaml)
+    # Per-benchmark key=value overrides of configs/benchmarks/<name>.yaml, e.g.
+    # {ds1000: ["options.python=null"]}; they enter the shard ids like the rest of the benchmark config.
+    benchmark_overrides: dict[str, list[str]] = field(default_factory=dict)
     ray: RayConfig = field(default_factory=RayConfig)
 
 
@@ -319,9 +322,12 @@ def validate_grid(grid: GridConfig) -> list[str]:
         p.append("benchmarks=[] is empty: name at least one benchmark from configs/benchmarks/")
     for b in grid.benchmarks:
         try:
-            p.extend(validate_benchmark(benchmark_config(b), data_dir))
+            p.extend(validate_benchmark(grid_benchmark_config(grid, b), data_dir))
         except ConfigError as exc:
             p.extend(exc.problems)
+    for b in grid.benchmark_overrides:
+        if b not in grid.benchmarks:
+            p.append(f"benchmark_overrides names {b!r}, which is not in benchmarks={list(grid.benchmarks)}")
     for a in grid.acceptance:
         if a not in ACCEPTANCE_RULES:
             p.append(f"acceptance={a!r} is not one of {ACCEPTANCE_RULES}")
@@ -343,6 +349,11 @@ def validate_grid(grid: GridConfig) -> list[str]:
     if grid.cluster not in available("cluster"):
         p.append(f"cluster={grid.cluster!r} unknown: known are {', '.join(available('cluster'))}")
     return p
+
+
+def grid_benchmark_config(grid: GridConfig, name: str) -> BenchmarkConfig:
+    """The benchmark's config as this grid runs it (its ``benchmark_overrides`` applied)."""
+    return benchmark_config(name, list(grid.benchmark_overrides.get(name, [])))
 
 
 def raise_if_problems(problems: Sequence[str], title: str = "invalid configuration") -> None:

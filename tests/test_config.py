@@ -118,3 +118,18 @@ def test_model_validation_names_each_fix() -> None:
     problems = config.validate_model(ModelConfig(name="m", family="x", source="tiny", tiny_arch="rnn", dtype="int3"))
     assert len(problems) == 3 and "rnn" in problems[1] and "int3" in problems[2]
     assert any("source=hub needs path=" in p for p in config.validate_model(ModelConfig(name="m")))
+
+
+def test_benchmark_overrides_apply_per_grid_and_are_validated() -> None:
+    grid = config.grid_config("local", ["benchmark_overrides={mbpp: [timeout_s=3.5]}"])
+    assert config.grid_benchmark_config(grid, "mbpp").timeout_s == 3.5
+    assert config.grid_benchmark_config(grid, "humaneval") == config.benchmark_config("humaneval")
+    bad = config.grid_config("local", ["benchmark_overrides={nope: [timeout_s=1], mbpp: [bogus=1]}"])
+    problems = config.validate_grid(bad)
+    assert any("'nope'" in p and "not in benchmarks" in p for p in problems)
+    assert any("bogus" in p for p in problems)
+
+
+def test_named_configs_take_their_file_stem_as_name() -> None:
+    assert config.cluster_config("debug").name == "debug"
+    assert config.grid_config("smoke").name == "smoke"
