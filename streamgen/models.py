@@ -188,7 +188,7 @@ def _from_folder(path: str | Path, cfg: ModelConfig, device: str) -> LoadedModel
         raise ModelLoadError([f"model {cfg.name}: cannot read {path} ({str(exc).splitlines()[0]}); for a hub "
                               "id, download it once where the network is reachable (huggingface-cli "
                               "download ID) and point HF_HOME at that cache"], "model not found") from exc
-    return LoadedModel(model.to(device).eval(), tok)
+    return LoadedModel(model.to(device).eval(), tok)  # type: ignore[arg-type]  # transformers stub quirk
 
 
 def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:

@@ -101,6 +101,7 @@ class StepRecord:
     verifier_mode: str | None
     schema_version: int
     code_version: str
+    verify_median_prob: float | None = None  # median verifier probability of the incoming draft; null without
 
 
 @dataclass(frozen=True)

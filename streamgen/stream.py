@@ -224,7 +224,8 @@ def step_records(outcome: PairOutcome, ctx: RecordContext) -> list[StepRecord]:
             step=i, is_final=i == n, prefix_chars=len(req.prefix(i)), draft_tokens_in=st.draft_tokens_in,
             accepted_tokens=st.accepted_tokens, generated_tokens=st.generated_tokens, forwards=st.answer.forwards,
             tokens_fed=st.answer.meter.tokens_fed, wall_s=st.answer.wall_s,
-            forward_wall_s=st.answer.meter.forward_wall_s, verifier_mode=ctx.verifier_mode,
+            forward_wall_s=st.answer.meter.forward_wall_s,
+            verify_median_prob=st.extra.get("verify_median_prob"), verifier_mode=ctx.verifier_mode,
             schema_version=SCHEMA_VERSION, code_version=ctx.code_version)
         for i, st in enumerate(outcome.steps, start=1)
     ]

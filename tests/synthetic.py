@@ -197,6 +197,7 @@ def steps_table(pairs: pa.Table) -> pa.Table:
             "tokens_fed": pa.array(forwards + draft_in),
             "wall_s": pa.array(forwards * 0.02),
             "forward_wall_s": pa.array(forwards * 0.018),
+            "verify_median_prob": pa.array(np.where(draft_in > 0, 0.5, np.nan), mask=draft_in == 0),
         }
     )
     return pa.table([cols[f.name].cast(f.type) for f in STEPS_SCHEMA], schema=STEPS_SCHEMA)

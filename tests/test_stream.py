@@ -175,3 +175,23 @@ def test_build_records_needs_the_request() -> None:
     o = PairOutcome(base=None, steps=(), run_order="base_first")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="request"):
         build_records(o, CTX)
+
+
+def test_step_rows_carry_the_median_verifier_probability_of_the_incoming_draft(decoders) -> None:
+    import statistics
+
+    import torch
+
+    dec = decoders["llama"]
+    o = run_pair(dec, GOLDEN_REQUEST, Greedy(), base_first=True)
+    _, steps = build_records(o, CTX)
+    assert steps[0].verify_median_prob is None  # the first arrival has no draft to verify
+    for i, row in enumerate(steps[1:], start=2):
+        # independent: one uncached forward over (request i + draft i-1), softmax at each draft position
+        draft = list(dec.truncate_draft(o.steps[i - 2].answer.token_ids))
+        request = dec.render(GOLDEN_REQUEST.messages(i))
+        with torch.inference_mode():
+            logits = dec.model(input_ids=torch.tensor([request + draft])).logits[0].float()
+        rows = logits[len(request) - 1: len(request) - 1 + len(draft)]
+        probs = torch.softmax(rows, -1).gather(1, torch.tensor(draft)[:, None])[:, 0].tolist()
+        assert row.verify_median_prob == pytest.approx(statistics.median(probs), abs=1e-5)

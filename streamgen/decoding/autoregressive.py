@@ -253,6 +253,8 @@ class AutoregressiveSession:
         self.last_verification = verification
         extra = {"cached_prefix_tokens": float(cached), "request_tokens": float(len(request)),
                  "verify_tokens_fed": float(len(feed))}
+        if verification.median_prob is not None:
+            extra["verify_median_prob"] = verification.median_prob
         return StepResult(len(draft), accepted, len(answer) - accepted, dec._generation(answer, span), extra)
 
     def close(self) -> None:

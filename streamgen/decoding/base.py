@@ -11,6 +11,7 @@ so autoregressive, ReFusion and bidirectional decoders are interchangeable behin
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -183,6 +184,13 @@ class Verification:
 
     argmax: tuple[int, ...]
     probs: tuple[float, ...]
+
+    @property
+    def median_prob(self) -> float | None:
+        """Median verifier probability over the draft's tokens (None for an empty draft).
+
+        Paper §6.5: a bidirectional verifier that sees the draft gives even an unrelated draft ~1.0."""
+        return float(statistics.median(self.probs)) if self.probs else None
 
 
 def accepted_length(draft: Sequence[int], verification: Verification, rule: AcceptanceRule) -> int:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -274,7 +273,7 @@ class BidirectionalSession:
                 verification, buf = d.score(messages, content)
                 accepted = min(accepted_length(content, verification, rule), d.gen_length - 1)
                 buf.answer = [*content[:accepted], *([None] * (d.gen_length - accepted))]
-                extra["verify_median_prob"] = _median(verification.probs)
+                extra["verify_median_prob"] = verification.median_prob or 0.0  # content is non-empty
             else:
                 buf = d._buffer(messages)
             d.denoise(buf)
@@ -295,11 +294,8 @@ def probe_unrelated(decoder: Any, messages: Sequence[Message], foreign_draft: Se
     args = (messages, content) if mode is None else (messages, content, mode)
     verification = decoder.score(*args)[0]
     label = str(mode or getattr(decoder, "verifier_mode", None) or "causal")
-    return ProbeResult(label, len(content), accepted_length(content, verification, rule), _median(verification.probs))
+    return ProbeResult(label, len(content), accepted_length(content, verification, rule), verification.median_prob)
 
-
-def _median(values: Sequence[float]) -> float:
-    return float(statistics.median(values)) if values else float("nan")
 
 
 def _mask_id(model: Any, tokenizer: Any, configured: int | None) -> int:

@@ -26,7 +26,6 @@ remaining positions are masked slots again. The residual minimum is 3 forwards (
 from __future__ import annotations
 
 import logging
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -217,15 +216,13 @@ class ReFusionSession:
             d.engine.decode(state, d.gen_length)
         self.last = SlotState(state.prompt, state.kv.crop(len(state.prompt)))
         answer = d._generation(state, span)
-        extra = {} if verification is None else {"verify_median_prob": _median(verification.probs)}
+        median = None if verification is None else verification.median_prob
+        extra = {} if median is None else {"verify_median_prob": median}
         return StepResult(len(draft), accepted, len(answer.token_ids) - accepted, answer, extra)
 
     def close(self) -> None:
         self.last = None
 
-
-def _median(values: Sequence[float]) -> float:
-    return float(statistics.median(values)) if values else float("nan")
 
 
 def resolve_mask_id(tokenizer: Any, configured: int | None) -> int:
