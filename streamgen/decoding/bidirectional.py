@@ -360,8 +360,9 @@ def _load_remote(cfg: ModelConfig, device: str, dtype: Any) -> Any:
 
     from streamgen import models
 
-    tok = AutoTokenizer.from_pretrained(cfg.path, revision=cfg.revision, trust_remote_code=True)
-    model = AutoModel.from_pretrained(cfg.path, revision=cfg.revision, trust_remote_code=True, dtype=dtype)
+    tok = AutoTokenizer.from_pretrained(cfg.path, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    model = AutoModel.from_pretrained(cfg.path, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code,
+                                      dtype=dtype)
     return models.LoadedModel(model.to(device).eval(), tok)
 
 
