@@ -28,6 +28,7 @@ from streamgen.decoding.base import (
     StepResult,
     Verification,
     accepted_length,
+    cut_draft,
     device_synchronizer,
 )
 
@@ -174,12 +175,7 @@ class AutoregressiveDecoder:
 
     def truncate_draft(self, draft: Sequence[int]) -> list[int]:
         """The draft cut after its first EOS and to the answer budget (an answer never extends past them)."""
-        out: list[int] = []
-        for tok in draft[: self.max_new_tokens]:
-            out.append(int(tok))
-            if out[-1] in self.eos_token_ids:
-                break
-        return out
+        return cut_draft(draft, self.eos_token_ids, self.max_new_tokens, keep_eos=True)
 
     def is_finished(self, answer: Sequence[int]) -> bool:
         return bool(answer) and answer[-1] in self.eos_token_ids

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -191,6 +191,20 @@ class Verification:
 
         Paper §6.5: a bidirectional verifier that sees the draft gives even an unrelated draft ~1.0."""
         return float(statistics.median(self.probs)) if self.probs else None
+
+
+def cut_draft(draft: Sequence[int], eos_ids: Collection[int], limit: int, *, keep_eos: bool) -> list[int]:
+    """``draft`` up to ``limit`` tokens, ending at its first EOS (kept or dropped per ``keep_eos``).
+
+    An answer never extends past its EOS or its budget; diffusion verifiers never score the EOS itself."""
+    out: list[int] = []
+    for tok in draft[:limit]:
+        if int(tok) in eos_ids:
+            if keep_eos:
+                out.append(int(tok))
+            break
+        out.append(int(tok))
+    return out
 
 
 def accepted_length(draft: Sequence[int], verification: Verification, rule: AcceptanceRule) -> int:

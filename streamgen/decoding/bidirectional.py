@@ -38,6 +38,7 @@ from streamgen.decoding.base import (
     StepResult,
     Verification,
     accepted_length,
+    cut_draft,
 )
 from streamgen.decoding.bidir_models import BIDIR_ARCHS, BidirLM
 
@@ -219,12 +220,7 @@ class BidirectionalDecoder:
 
     def content(self, draft: Sequence[int]) -> list[int]:
         """The draft cut before its first EOS and to the buffer (the EOS itself is never verified)."""
-        out: list[int] = []
-        for t in draft[: self.gen_length]:
-            if int(t) in self.eos_ids:
-                break
-            out.append(int(t))
-        return out
+        return cut_draft(draft, self.eos_ids, self.gen_length, keep_eos=False)
 
     def _buffer(self, messages: Sequence[Message]) -> Buffer:
         prompt = self.text.render(messages)

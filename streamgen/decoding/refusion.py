@@ -41,6 +41,7 @@ from streamgen.decoding.base import (
     StepResult,
     Verification,
     accepted_length,
+    cut_draft,
 )
 from streamgen.decoding.slots import KV, SlotEngine, SlotState
 
@@ -147,12 +148,7 @@ class ReFusionDecoder:
 
         The EOS is never verified: whether the answer ends is decided by a plan/verify round, which is
         why the residual minimum is 3 (and why it is reached by a fully accepted draft)."""
-        out: list[int] = []
-        for t in draft[: self.gen_length]:
-            if int(t) in self.eos_ids:
-                break
-            out.append(int(t))
-        return out
+        return cut_draft(draft, self.eos_ids, self.gen_length, keep_eos=False)
 
     def _generation(self, state: SlotState, span: Any) -> Generation:
         tokens = state.tokens(self.gen_length)
