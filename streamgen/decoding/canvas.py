@@ -103,7 +103,8 @@ def block_rows(decoder: Any, full: Any, prompt_len: int, draft: list[int], mode:
 
     dev, length = decoder.device, decoder.canvas
     blocks = -(-len(draft) // length)
-    noise = torch.randint(0, int(decoder.text_config.vocab_size), (blocks, length), device=dev)
+    rng = torch.Generator(device=dev).manual_seed(int(decoder.settings.seed))  # same noise every call
+    noise = torch.randint(0, int(decoder.text_config.vocab_size), (blocks, length), device=dev, generator=rng)
     canvas = noise.clone()
     if mode == "visible":
         flat = canvas.view(-1)

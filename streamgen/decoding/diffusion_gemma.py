@@ -21,7 +21,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -93,9 +93,9 @@ def generation_config(model: Any, s: DGSettings, eos_ids: Sequence[int], max_new
     return gc
 
 
-@dataclass(frozen=True)
-class Scored:
-    """One verification: the verdict, the request ids, and the full-length cache of request + draft."""
+class Scored(NamedTuple):
+    """One verification: the verdict, the request ids, and the full-length cache of request + draft
+    (a tuple whose first item is the verdict, like the other families' ``score``)."""
 
     verification: Verification
     prompt: list[int]
