@@ -215,3 +215,20 @@ def test_configs_and_grid_plumbing():
     bench = BenchmarkConfig(name="b", version="1", module="m", data_file="x", max_new_tokens=8)
     cells = expand_cells(grid, {tiny.name: tiny}, {"b": bench})
     assert sorted(c.verifier_mode for c in cells) == ["hidden", "visible"]
+
+
+def test_regeneration_continues_from_the_accepted_blocks_as_generation_would():
+    """τ = 0 accepts all but the last budget position: the step's last canvas == denoising that canvas
+    on a freshly encoded request + the two accepted whole blocks, with the rest of the run pinned."""
+    d = _decoder(*FAST)
+    draft = list(d.generate(B).token_ids)
+    res = d.open_stream().step(A, draft, Threshold(0.0))
+    whole, a = 2 * d.canvas, G - 1
+    assert res.accepted_tokens == a and res.extra["accepted_whole_blocks"] == 2
+    prompt = d.text.render(A)
+    with d.seeded(), torch.inference_mode():
+        cache = d.new_cache()
+        d.encode(cache, [*prompt, *draft[:whole]], 0, "check")
+        block = d.denoise_block(cache, [*prompt, *draft[:whole]], draft[whole:a])
+    assert block[: a - whole] == draft[whole:a]
+    assert list(res.answer.token_ids) == [*draft[:whole], *block][: len(res.answer.token_ids)]
