@@ -21,8 +21,8 @@ import argparse
 import statistics
 
 import torch
-
 from bench_refusion import REQUESTS, per_token  # bench/ is on sys.path when run as a script
+
 from streamgen.config import model_config
 from streamgen.decoding.base import Threshold
 from streamgen.decoding.bidirectional import probe_unrelated

@@ -42,11 +42,12 @@ class DenoiseLoop:
         self.length, self.steps = decoder.canvas, int(gc.max_denoising_steps)
         self.vocab = int(decoder.text_config.vocab_size)
         self.pinned = torch.tensor(list(pinned), dtype=torch.long, device=decoder.device)
-        self.sampler = EntropyBoundSampler(gc.sampler_config, self.length, self.vocab, self.steps)
-        self.processors = LogitsProcessorList()
+        # Any: transformers' stubs want LongTensor / int where generate() itself passes int32 tensors
+        self.sampler: Any = EntropyBoundSampler(gc.sampler_config, self.length, self.vocab, self.steps)
+        self.processors: Any = LogitsProcessorList()
         if gc.t_min is not None and gc.t_max is not None:
             self.processors.append(LinearTemperatureScheduleLogitsProcessor(gc.t_min, gc.t_max, self.steps))
-        self.stop = None
+        self.stop: Any = None
         if gc.stability_threshold is not None and gc.confidence_threshold is not None:
             self.stop = StableAndConfidentStoppingCriteria(gc.stability_threshold, gc.confidence_threshold)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
@@ -75,7 +75,7 @@ def dg_settings_from(decoding: dict[str, Any]) -> DGSettings:
     return s
 
 
-def generation_config(model: Any, s: DGSettings, eos_ids: Sequence[int], max_new_tokens: int) -> Any:
+def generation_config(model: Any, s: DGSettings, eos_ids: Collection[int], max_new_tokens: int) -> Any:
     """The generation config ``model.generate(**same settings)`` would use (checkpoint's, then defaults)."""
     from transformers.models.diffusion_gemma.generation_diffusion_gemma import EntropyBoundSamplerConfig
 
@@ -319,15 +319,14 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> Any:
         raise ConfigError([f"model {cfg.name}: diffusion_gemma loads from source hub, local or tiny, not {cfg.source}"])
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
 
-    kwargs = dict(revision=cfg.revision)
     try:
-        tok = AutoTokenizer.from_pretrained(cfg.path, **kwargs)
-        model = DiffusionGemmaForBlockDiffusion.from_pretrained(cfg.path, dtype=dtype, **kwargs)
+        tok = AutoTokenizer.from_pretrained(cfg.path, revision=cfg.revision)
+        model = DiffusionGemmaForBlockDiffusion.from_pretrained(cfg.path, dtype=dtype, revision=cfg.revision or "main")
     except OSError as exc:
         raise models.ModelLoadError([f"model {cfg.name}: cannot read {cfg.path} ({str(exc).splitlines()[0]}); "
                                      "download it once where the network is reachable (huggingface-cli download "
                                      "ID) and point HF_HOME at that cache"], "model not found") from exc
-    return models.LoadedModel(model.to(device).eval(), tok)
+    return models.LoadedModel(model.to(device).eval(), tok)  # type: ignore[arg-type]  # transformers stub quirk
 
 
 def build_decoder(cfg: ModelConfig, model: Any, tokenizer: Any, device: str,
