@@ -232,3 +232,15 @@ def test_regeneration_continues_from_the_accepted_blocks_as_generation_would():
         block = d.denoise_block(cache, [*prompt, *draft[:whole]], draft[whole:a])
     assert block[: a - whole] == draft[whole:a]
     assert list(res.answer.token_ids) == [*draft[:whole], *block][: len(res.answer.token_ids)]
+
+
+@pytest.mark.gpu
+def test_parity_on_cuda():
+    """On a GPU the canvas noise and the sampling draw from the CUDA generator: still generate()'s tokens."""
+    d = load_decoder(model_config("tiny-diffusiongemma"), device="cuda", max_new_tokens=G)
+    gen = d.generate(A)
+    ids = torch.tensor([d.text.render(A)], device="cuda")
+    torch.manual_seed(0)
+    out = d.model.generate(ids, max_new_tokens=G, eos_token_id=sorted(d.eos_ids),
+                           max_denoising_steps=d.gc.max_denoising_steps)
+    assert list(gen.token_ids) == out.sequences[0, ids.shape[1]:].tolist()[: len(gen.token_ids)]
