@@ -38,7 +38,7 @@ class Cell:
     benchmark: BenchmarkConfig
     acceptance: str  # greedy | threshold
     tau: float | None  # None for greedy
-    verifier_mode: str | None  # bidirectional models only: visible | hidden
+    verifier_mode: str | None  # VERIFIER_MODE_FAMILIES only (bidirectional, diffusion_gemma): visible | hidden
     max_new_tokens: int
 
     def identity(self) -> dict[str, Any]:
