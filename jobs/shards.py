@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streamgen.config import BenchmarkConfig, GridConfig, ModelConfig
+from streamgen.config import VERIFIER_MODE_FAMILIES, BenchmarkConfig, GridConfig, ModelConfig
 from streamgen.records import SCHEMA_VERSION
 
 HASH_CHARS = 16
@@ -38,7 +38,7 @@ class Cell:
     benchmark: BenchmarkConfig
     acceptance: str  # greedy | threshold
     tau: float | None  # None for greedy
-    verifier_mode: str | None  # bidirectional models only: visible | hidden
+    verifier_mode: str | None  # VERIFIER_MODE_FAMILIES only (bidirectional, diffusion_gemma): visible | hidden
     max_new_tokens: int
 
     def identity(self) -> dict[str, Any]:
@@ -98,7 +98,7 @@ def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
     cells = []
     for m in grid.models:
         model = models[m]
-        modes: list[str | None] = list(grid.verifier_modes) if model.family == "bidirectional" else [None]
+        modes: list[str | None] = list(grid.verifier_modes) if model.family in VERIFIER_MODE_FAMILIES else [None]
         for b in grid.benchmarks:
             bench = benchmarks[b]
             max_new = grid.max_new_tokens if grid.max_new_tokens is not None else bench.max_new_tokens

@@ -26,9 +26,10 @@ from omegaconf.errors import OmegaConfBaseException
 REPO_ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
-FAMILIES = ("autoregressive", "refusion", "bidirectional")
+FAMILIES = ("autoregressive", "refusion", "bidirectional", "diffusion_gemma")
+VERIFIER_MODE_FAMILIES = ("bidirectional", "diffusion_gemma")  # families the grid sweeps verifier_modes for
 MODEL_SOURCES = ("hub", "local", "gguf", "smollm2", "tiny")
-TINY_ARCHS = ("llama", "qwen3", "gemma3", "llada", "dream")
+TINY_ARCHS = ("llama", "qwen3", "gemma3", "llada", "dream", "diffusion_gemma")
 ACCEPTANCE_RULES = ("greedy", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
 EXECUTORS = ("local", "debug", "slurm")
@@ -68,7 +69,7 @@ class ModelConfig:
     path: str = ""  # hub id / folder / .gguf path; empty for smollm2 and tiny
     revision: str | None = None
     gguf_file: str | None = None
-    tiny_arch: str | None = None  # source=tiny: llama | qwen3 | gemma3 | llada | dream
+    tiny_arch: str | None = None  # source=tiny: llama | qwen3 | gemma3 | llada | dream | diffusion_gemma
     dtype: str = "float32"
     seed: int = 0  # weight seed for tiny models
     trust_remote_code: bool = False  # explicit opt-in only; default models never run hub code

@@ -31,6 +31,7 @@ FAMILY_MODULES = {
     "autoregressive": "streamgen.decoding.autoregressive",
     "refusion": "streamgen.decoding.refusion",
     "bidirectional": "streamgen.decoding.bidirectional",
+    "diffusion_gemma": "streamgen.decoding.diffusion_gemma",
 }
 """family → module defining ``build_decoder(cfg, model, tokenizer, device, max_new_tokens)``.
 

@@ -35,7 +35,7 @@ class PairRecord:
     shard_id: str
     cell_id: str
     model: str
-    family: str  # 'autoregressive' | 'refusion' | 'bidirectional'
+    family: str  # 'autoregressive' | 'refusion' | 'bidirectional' | 'diffusion_gemma'
     benchmark: str
     benchmark_version: str
     acceptance: str  # 'greedy' | 'threshold'

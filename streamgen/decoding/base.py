@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-Family = Literal["autoregressive", "refusion", "bidirectional"]
+Family = Literal["autoregressive", "refusion", "bidirectional", "diffusion_gemma"]
 Message = dict[str, str]
 """One chat turn: ``{"role": "system" | "user" | "assistant", "content": str}``."""
 
