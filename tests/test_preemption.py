@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +52,10 @@ def test_rank_0_acts_on_the_relayed_request_and_on_a_direct_signal_only_once(
         os.kill(os.getpid(), signal.SIGUSR2)  # Slurm's own signal to every task arrives as well
         time.sleep(0.3)
         assert submitit_handler == [signal.SIGUSR2]  # checkpoint + requeue ran once
+    assert signal.getsignal(signal.SIGUSR2) is not None and not any(
+        t.name == "preempt-relay" for t in threading.enumerate())  # the watcher ended with the block
+    os.kill(os.getpid(), signal.SIGUSR2)  # and submitit's handler is back
+    _wait_until(lambda: len(submitit_handler) == 2)
 
 
 def test_without_a_python_handler_nothing_is_installed(tmp_path: Path) -> None:

@@ -49,6 +49,9 @@ COMPARED = ("base_forwards", "residual_forwards", "speculative_forwards", "draft
 
 NS_PREFIX = "sgci-"  # .ci/slurm.sh: namespace sgci-<node> per Slurm node, sgci-ctl for the controller
 SLURM_DAEMONS = {"slurmctld", "slurmd", "slurmdbd", "slurmstepd", "munged", "mariadbd"}
+# Able to bind one address, so they must; slurmdbd 22.05 and Ray's gRPC servers bind 0.0.0.0, which
+# inside a node's namespace means its own address and loopback only (checked below).
+BIND_OWN_ADDRESS = {"slurmctld", "slurmd"}
 
 
 @pytest.fixture
@@ -202,6 +205,8 @@ def test_cluster_and_ray_listen_only_on_namespace_addresses_and_loopback(two_nod
             if ns is None:  # the host: none of the cluster's processes listens here at all
                 assert not procs & SLURM_DAEMONS, line
                 continue
+            if procs & BIND_OWN_ADDRESS:  # NoInAddrAny / NoCtldInAddrAny: exactly the daemon's address
+                assert host in own, f"{ns}: {line}"
             assert _loopback(host) or host in own or host in ("0.0.0.0", "*", "::"), f"{ns}: {line}"
     for ns in _cluster_namespaces():  # a wildcard there reaches only what the namespace has:
         addrs = _namespace_addresses(ns)  # loopback and its private address, and no route out
