@@ -282,9 +282,19 @@ def test_preemption_of_either_node_requeues_the_whole_job_and_resumes(tmp_path: 
     assert len(keys) == len(set(keys)) == 12  # every (shard, example) exactly once
     assert len({r["run_id"] for r in runs}) == 3  # rows from all three attempts, each written once
     assert len(_runs(tmp_path / "r")) == 3  # and a run record from each, by its driver
-    states = subprocess.run(["sacct", "-j", job.job_id, "-D", "-X", "-n", "-P", "-o", "State"],
-                            capture_output=True, text=True, timeout=30, check=True).stdout.split()
-    assert states == ["REQUEUED", "REQUEUED", "COMPLETED"]  # Slurm's own record
+    assert _final_states(job.job_id) == ["REQUEUED", "REQUEUED", "COMPLETED"]  # Slurm's own record
+
+
+def _final_states(job_id: str, timeout_s: float = 60) -> list[str]:
+    """sacct's states of every run of the job, once the last one has ended (the result file submitit
+    waits for is written a moment before Slurm records the end)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        states = subprocess.run(["sacct", "-j", job_id, "-D", "-X", "-n", "-P", "-o", "State"],
+                                capture_output=True, text=True, timeout=30, check=True).stdout.split()
+        if (states and states[-1] not in ("RUNNING", "COMPLETING")) or time.monotonic() > deadline:
+            return states
+        time.sleep(1.0)
 
 
 def _wait(condition: Any, job: Any, what: str, timeout_s: float = 600) -> None:
