@@ -88,10 +88,12 @@ def actor_options(*, use_gpu: bool, cpus_per_actor: float = 1.0) -> dict[str, An
     """Ray resources of one model actor: a whole GPU on GPU machines, else ``cpus_per_actor`` CPUs.
 
     ``max_restarts=0``: a dead actor stays dead and the scheduler starts a fresh one elsewhere.
+    ``SPREAD``: on a multi-node cluster the actors go to different nodes first (Ray's default packs
+    them onto the driver's node); on one node it changes nothing.
     """
     if use_gpu:
-        return {"num_gpus": 1, "num_cpus": 0, "max_restarts": 0}
-    return {"num_gpus": 0, "num_cpus": cpus_per_actor, "max_restarts": 0}
+        return {"num_gpus": 1, "num_cpus": 0, "max_restarts": 0, "scheduling_strategy": "SPREAD"}
+    return {"num_gpus": 0, "num_cpus": cpus_per_actor, "max_restarts": 0, "scheduling_strategy": "SPREAD"}
 
 
 def spawn_model_actor(model: ModelConfig, *, use_gpu: bool, cpus_per_actor: float = 1.0,

@@ -10,7 +10,8 @@ Used by :mod:`jobs.slurm` inside a submitit job (Slurm, local or debug executor 
 CPU and GPU counts come from the allocation (``SLURM_CPUS_PER_TASK``, ``SLURM_GPUS_ON_NODE`` /
 ``CUDA_VISIBLE_DEVICES``), never from the machine: Ray otherwise sees the whole node (ray #13607).
 A one-node job uses 127.0.0.1 with the loopback settings of :mod:`jobs.ray_env`; a multi-node job
-listens on the node's own address. All ports are picked free, so several jobs (or other people's
+listens on each node's own address: the address its Slurm node name (``SLURMD_NODENAME``) resolves to,
+and workers check that the head's published address is that of the allocation's first node. All ports are picked free, so several jobs (or other people's
 Ray) can share a node. The Ray processes ignore SIGUSR2: Slurm signals every process of the step
 on preemption, and only the driver must act on it (checkpoint and requeue).
 """
@@ -52,6 +53,7 @@ class Allocation:
     num_cpus: int
     num_gpus: int
     folder: Path  # shared log folder of the job
+    hostnames: tuple[str, ...] = ()  # the allocation's nodes in rank order (SLURM_JOB_NODELIST)
 
     @property
     def is_head(self) -> bool:
@@ -81,6 +83,7 @@ def allocation_from_env(folder: Path, ray_cfg: RayConfig, default_cpus: int) -> 
         num_cpus=ray_cfg.num_cpus if ray_cfg.num_cpus is not None else cpus,
         num_gpus=ray_cfg.num_gpus if ray_cfg.num_gpus is not None else gpus,
         folder=folder,
+        hostnames=tuple(env.hostnames),
     )
 
 
@@ -96,19 +99,40 @@ def free_port(host: str) -> int:
 
 
 def node_ip(num_nodes: int) -> str:
-    """Loopback for a one-node job (nothing leaves the machine), else this node's routable address.
-
-    ``gethostbyname(hostname)`` alone is not enough: Debian maps the host name to 127.0.1.1.
+    """Loopback for a one-node job (nothing leaves the machine), else this node's routable address:
+    that of its Slurm node name (``SLURMD_NODENAME``, the name other nodes know it by), else its host name.
     """
     if num_nodes == 1:
         return ray_env.LOOPBACK
-    host = socket.getfqdn()
-    addrs = sorted({str(ai[4][0]) for ai in socket.getaddrinfo(host, None, socket.AF_INET)})
+    return resolve_node(os.environ.get("SLURMD_NODENAME") or socket.getfqdn())
+
+
+def resolve_node(host: str) -> str:
+    """The first non-loopback IPv4 address of ``host``.
+
+    ``gethostbyname(hostname)`` alone is not enough: Debian maps the host name to 127.0.1.1.
+    """
+    try:
+        addrs = sorted({str(ai[4][0]) for ai in socket.getaddrinfo(host, None, socket.AF_INET)})
+    except socket.gaierror as exc:
+        raise RayBootstrapError(f"cannot resolve node {host!r} ({exc}): fix the nodes' name resolution "
+                                "(/etc/hosts) or run on one node") from exc
     routable = [a for a in addrs if not a.startswith("127.")]
     if not routable:
         raise RayBootstrapError(f"{host} resolves only to loopback ({addrs}): other nodes could not reach "
                                 "this Ray node; fix the node's name resolution (/etc/hosts) or run on one node")
     return routable[0]
+
+
+def check_head_address(alloc: Allocation, address: str) -> None:
+    """The head must run on the allocation's first node: refuse an address from anywhere else
+    (e.g. an address file left by another job) instead of joining the wrong cluster."""
+    if not alloc.hostnames:
+        return
+    expected = resolve_node(alloc.hostnames[0])
+    if address.rsplit(":", 1)[0] != expected:
+        raise RayBootstrapError(f"the Ray head address {address} is not on the allocation's first node "
+                                f"{alloc.hostnames[0]} ({expected}); read {_address_file(alloc)}")
 
 
 def _ignore_usr2() -> None:  # runs in the child before exec; inherited by all Ray processes
@@ -220,12 +244,17 @@ def _run_key(alloc: Allocation) -> str:
     return f"{alloc.job_id}_r{os.environ.get('SLURM_RESTART_COUNT', '0')}"
 
 
+def run_file(alloc: Allocation, kind: str) -> Path:
+    """``<log folder>/<job>_r<restart>_<kind>``: the files the ranks of this run share."""
+    return alloc.folder / f"{_run_key(alloc)}_{kind}"
+
+
 def _address_file(alloc: Allocation) -> Path:
-    return alloc.folder / f"{_run_key(alloc)}_ray_address"
+    return run_file(alloc, "ray_address")
 
 
 def _done_file(alloc: Allocation) -> Path:
-    return alloc.folder / f"{_run_key(alloc)}_ray_done"
+    return run_file(alloc, "ray_done")
 
 
 def _wait_for_file(path: Path, timeout_s: float) -> str:
@@ -260,6 +289,7 @@ def ray_cluster(alloc: Allocation, ray_cfg: RayConfig) -> Iterator[str | None]:
             head.stop()
         return
     address = _wait_for_file(_address_file(alloc), JOIN_TIMEOUT_S)
+    check_head_address(alloc, address)
     worker = _start([f"--address={address}"], node_ip(alloc.num_nodes), alloc, ray_cfg, address,
                     f"{alloc.job_id}_ray_worker{alloc.rank}.log", head=False)
     try:

@@ -8,7 +8,8 @@ cluster (head on rank 0, workers on the other ranks; CPU/GPU counts from Slurm's
 
 Preemption and time limits: ``RayJob`` is ``submitit.helpers.Checkpointable``; on SIGUSR2 submitit calls
 :meth:`RayJob.checkpoint`, which resubmits the job unchanged and requeues it. The resumed run skips
-every shard whose result file exists and validates, so nothing is lost or duplicated. Submitit treats
+every shard whose result file exists and validates, so nothing is lost or duplicated. A signal that
+reaches one node's task alone is relayed to rank 0 (:mod:`jobs.preemption`). Submitit treats
 a USR2 within the last 20 % of ``timeout_min`` (at least 10 min) as a time-out, counted against
 ``max_requeues``; earlier ones are preemptions (always requeued).
 
@@ -29,7 +30,7 @@ from typing import Any
 
 import submitit
 
-from jobs import ray_bootstrap, slurm_inventory
+from jobs import preemption, ray_bootstrap, slurm_inventory
 from jobs.ray_env import LOOPBACK_ENV, WORKER_ENV
 from streamgen.config import (
     EXECUTORS,
@@ -70,7 +71,8 @@ class RayJob(submitit.helpers.Checkpointable):
         alloc = ray_bootstrap.allocation_from_env(folder, self.ray, self.default_cpus)
         log.info("job %s rank %d/%d attempt %d: %d CPUs, %d GPUs", alloc.job_id, alloc.rank,
                  alloc.num_nodes, self.attempt, alloc.num_cpus, alloc.num_gpus)
-        with ray_bootstrap.ray_cluster(alloc, self.ray) as address:
+        with preemption.relay(alloc.is_head, ray_bootstrap.run_file(alloc, "preempt")), \
+                ray_bootstrap.ray_cluster(alloc, self.ray) as address:
             return self.task(address) if alloc.is_head else None
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:

@@ -123,8 +123,18 @@ def check(cluster: ClusterConfig, inv: Inventory) -> list[str]:
                  f"{max(n.cpus for n in inv.nodes)} CPUs: lower cpus_per_task {fix}")
     elif cluster.nodes > len(fit) and not p:
         p.append(f"nodes={cluster.nodes} but only {len(fit)} node(s) in {where} have {cluster.gpus_per_node} "
-                 f"GPU(s) and {cluster.cpus_per_task} CPUs: set nodes={len(fit)} or fewer {fix}")
+                 f"GPU(s) and {cluster.cpus_per_task} CPUs: set nodes={len(fit)} or fewer"
+                 f"{_fewer_gpus_hint(cluster, inv)} {fix}")
     return p
+
+
+def _fewer_gpus_hint(cluster: ClusterConfig, inv: Inventory) -> str:
+    """', or gpus_per_node=K' when K < gpus_per_node GPUs per node would give the nodes asked for."""
+    counts = sorted((n.gpu_count(cluster.gpu_type) for n in inv.nodes if n.cpus >= cluster.cpus_per_task),
+                    reverse=True)
+    if len(counts) < cluster.nodes or counts[cluster.nodes - 1] == 0:
+        return ""
+    return f", or gpus_per_node={counts[cluster.nodes - 1]} to get {cluster.nodes} nodes"
 
 
 def local_gpu_count() -> int:

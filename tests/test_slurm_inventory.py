@@ -110,3 +110,33 @@ def test_debug_executor_takes_the_same_path(tmp_path, monkeypatch: pytest.Monkey
     assert summary.shards_done == 1 and summary.shards_total == 1
     assert len(regression.load_pairs(tmp_path / "r")) == 1
     assert list((tmp_path / "logs").glob("*/*_ray_head.log"))  # the job started its own Ray head
+
+
+# The two-node test cluster of .ci/slurm.sh as sinfo lists it, and a variant whose second node has fewer GPUs.
+TWO_NODES = "nodeA|4|gpu:2|(null)|debug*\nnodeB|4|gpu:2|(null)|debug*\n"
+
+
+def test_multi_node_requests_are_checked_per_node() -> None:
+    inv = slurm_inventory.parse_sinfo(TWO_NODES, None)
+    assert slurm_inventory.check(_cluster(nodes=2, gpus_per_node=2, cpus_per_task=4), inv) == []
+    too_many_nodes = slurm_inventory.check(_cluster(nodes=3, gpus_per_node=1), inv)
+    assert len(too_many_nodes) == 1 and "nodes=3 but only 2 node(s)" in too_many_nodes[0]
+    assert "set nodes=2 or fewer" in too_many_nodes[0] and "gpus_per_node=" not in too_many_nodes[0].split(":")[1]
+    too_many_gpus = slurm_inventory.check(_cluster(nodes=2, gpus_per_node=3), inv)
+    assert len(too_many_gpus) == 1 and "set gpus_per_node=2 or fewer" in too_many_gpus[0]
+    uneven = slurm_inventory.parse_sinfo(TWO_NODES.replace("nodeB|4|gpu:2", "nodeB|4|gpu:1"), None)
+    problem = slurm_inventory.check(_cluster(nodes=2, gpus_per_node=2), uneven)
+    # the largest node has 2 GPUs, but only one node does: fewer nodes, or the 2nd-largest node's count
+    assert len(problem) == 1 and "only 1 node(s)" in problem[0]
+    assert "set nodes=1 or fewer, or gpus_per_node=1 to get 2 nodes" in problem[0]
+    assert slurm_inventory.check(_cluster(nodes=2, gpus_per_node=1), uneven) == []
+
+
+def test_multi_node_example_config_runs_on_the_test_cluster() -> None:
+    cluster = cluster_config("slurm_2nodes")
+    assert cluster.nodes == 2 and cluster.gpus_per_node >= 1 and cluster.partition == "debug"
+    assert cluster.timeout_min > 10  # a USR2 must count as a preemption, not a time-out
+    assert slurm_inventory.check(cluster, slurm_inventory.parse_sinfo(TWO_NODES, None)) == []
+    p = slurm.executor_parameters(cluster, "smoke")
+    assert p["nodes"] == 2 and p["tasks_per_node"] == 1 and p["gpus_per_node"] == cluster.gpus_per_node
+    assert not any("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" in line for line in p["slurm_setup"])
