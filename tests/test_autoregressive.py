@@ -313,3 +313,19 @@ def test_request_longer_than_the_context_names_the_fix(decoders) -> None:
     assert isinstance(info.value, ConfigError)
     with pytest.raises(RequestTooLongError):
         dec.open_stream().step(user("word " * 60), [], Greedy())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen3", "tiny-gemma3", "scripted-ar-prefix"])
+def test_same_answers_and_counts_on_cuda(name: str) -> None:
+    """On a GPU (fp32): the autoregressive family gives the CPU's tokens and forward counts, base and stream."""
+    from streamgen.config import model_config
+    from streamgen.models import load_decoder
+    from streamgen.stream import StreamRequest, run_pair
+
+    req = StreamRequest("g", (), ("Write a function that adds two numbers. ", "It should handle floats."))
+    runs = [run_pair(load_decoder(model_config(name), device=dev, max_new_tokens=12), req, Greedy(), base_first=True)
+            for dev in ("cpu", "cuda")]
+    cpu, gpu = ([(s.accepted_tokens, s.answer.forwards, s.answer.token_ids) for s in o.steps] for o in runs)
+    assert cpu == gpu and runs[0].base.token_ids == runs[1].base.token_ids
+    assert runs[1].stream.token_ids == runs[1].base.token_ids
