@@ -324,7 +324,8 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
             ctx = RecordContext("r", "s", name, name, d.family, "mbpp", "1", "greedy", None, "cpu", code_version="t")
             pair = build_records(run_pair(d, req, Greedy(), base_first=True), ctx, 1.0, 1.0).pair
             accepted = {"all": pair.draft_tokens_final, "none": 0, "part": SCRIPTS["prefix"].k}[expect[behaviour]]
-            assert pair.accepted_tokens_final == accepted  # the intermediate fact the rule reads
+            assert pair.draft_tokens_final == SCRIPTS[behaviour].length + 1  # the previous answer, EOS included
+            assert pair.accepted_tokens_final == accepted  # the intermediate facts the rule reads
             pairs.append(pair)
     write_record_set(tmp_path, RecordSet(pairs, []), with_steps=False)
     dist = {r["model"]: r for r in build_tables(tmp_path, threads=1)["distribution"].to_pylist()
