@@ -159,7 +159,7 @@ class ScriptedLM(torch.nn.Module):
     def _row_logits(self, past: torch.Tensor | None, fed: torch.Tensor, b: int) -> torch.Tensor:
         pairs = fed[b, 0] if past is None else torch.cat([past[b, 0], fed[b, 0]])
         by_pos = {int(p): int(t) for t, p in pairs.tolist()}
-        prefix = []
+        prefix: list[int] = []
         while len(prefix) in by_pos:
             prefix.append(by_pos[len(prefix)])
         start = answer_start(prefix)
