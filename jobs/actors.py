@@ -47,6 +47,7 @@ class ShardTask:
     verifier_mode: str | None
     max_new_tokens: int
     examples: tuple[ExampleTask, ...]
+    benchmark: str = ""  # picks the model's decoding.per_benchmark settings (ReFusion)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class DecodedShard:
     forward_wall_s: float
     load_s: float  # the actor's model load, reported with its first shard only (0.0 afterwards)
     cpu_s: float = 0.0  # CPU time of the actor process during run_shard (contention-independent)
+    thresholds: tuple[float | None, float | None] = (None, None)  # effective (slot, token): ReFusion only
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,7 @@ class ModelActor:
         self.model = model
         self.device, self.device_label, self.gpu_ids = _pick_device()
         self.actor_id = f"{socket.gethostname()}:{os.getpid()}"
-        self._decoders: dict[tuple[str | None, int], Decoder] = {}
+        self._decoders: dict[tuple[str, str | None, int], Decoder] = {}
         start = time.perf_counter()
         self._family, self._loaded = _load_weights(model, self.device)
         self.load_s = time.perf_counter() - start
@@ -141,26 +143,29 @@ class ModelActor:
         return ActorInfo(self.actor_id, os.getpid(), socket.gethostname(), self.device_label,
                          self.gpu_ids, self.load_s)
 
-    def _decoder(self, verifier_mode: str | None, max_new_tokens: int) -> Decoder:
-        """A decoder over the loaded weights for a verifier mode and answer budget (cheap to build)."""
-        key = (verifier_mode, int(max_new_tokens))
+    def _decoder(self, benchmark: str, verifier_mode: str | None, max_new_tokens: int) -> Decoder:
+        """A decoder over the loaded weights for a (benchmark, verifier mode, answer budget) cell, with the
+        model's per-benchmark settings applied (cheap to build)."""
+        key = (benchmark, verifier_mode, int(max_new_tokens))
         if key not in self._decoders:
             cfg = self.model
             if verifier_mode is not None:
                 cfg = dataclasses.replace(cfg, decoding={**cfg.decoding, "verifier_mode": verifier_mode})
-            self._decoders[key] = self._family.build_decoder(cfg, self._loaded.model, self._loaded.tokenizer,
-                                                             self.device, int(max_new_tokens))
+            decoder = self._family.build_decoder(cfg, self._loaded.model, self._loaded.tokenizer,
+                                                 self.device, int(max_new_tokens))
+            for_benchmark = getattr(decoder, "for_benchmark", None)
+            self._decoders[key] = for_benchmark(benchmark) if for_benchmark else decoder
         return self._decoders[key]
 
     def run_shard(self, task: ShardTask) -> DecodedShard:
         start, cpu_start = time.perf_counter(), time.process_time()
-        decoder = self._decoder(task.verifier_mode, task.max_new_tokens)
+        decoder = self._decoder(task.benchmark, task.verifier_mode, task.max_new_tokens)
         rule = make_rule(task.acceptance, task.tau)
         results = tuple(self._run_example(decoder, rule, ex) for ex in task.examples)
         load_s, self._load_reported = (0.0 if self._load_reported else self.load_s), True
         return DecodedShard(task.shard_id, self.actor_id, self.device_label, results,
                             time.perf_counter() - start, sum(r.forward_wall_s for r in results), load_s,
-                            time.process_time() - cpu_start)
+                            time.process_time() - cpu_start, effective_thresholds(decoder))
 
     def _run_example(self, decoder: Decoder, rule: Any, ex: ExampleTask) -> ExampleResult:
         if ex.request is None:
@@ -196,6 +201,12 @@ def _load_weights(cfg: ModelConfig, device: str) -> tuple[Any, Any]:
     family = importlib.import_module(models.FAMILY_MODULES[cfg.family])
     loader = getattr(family, "load_model_and_tokenizer", models.load_model_and_tokenizer)
     return family, loader(cfg, device)
+
+
+def effective_thresholds(decoder: Decoder) -> tuple[float | None, float | None]:
+    """(slot, token) thresholds a ReFusion decoder runs with; (None, None) for other families."""
+    settings = getattr(decoder, "settings", None)
+    return getattr(settings, "slot_threshold", None), getattr(settings, "token_threshold", None)
 
 
 def is_fatal_device_error(exc: BaseException) -> bool:

@@ -55,13 +55,15 @@ class ShardContext:
                    c.acceptance, c.tau, c.verifier_mode, code_version, shard.example_ids,
                    tuple(len(segments[k]) for k in keys), tuple(excluded[k] for k in keys))
 
-    def record_context(self, device: str, actor_id: str | None) -> Any:
+    def record_context(self, device: str, actor_id: str | None,
+                       thresholds: tuple[float | None, float | None] = (None, None)) -> Any:
         from streamgen.stream import RecordContext
 
         return RecordContext(self.run_id, self.shard_id, self.cell_id, self.model, self.family,
                              self.benchmark.name, self.benchmark.version, self.acceptance, self.tau, device,
                              actor_id=actor_id, variant=self.variant, verifier_mode=self.verifier_mode,
-                             code_version=self.code_version)
+                             code_version=self.code_version, slot_threshold=thresholds[0],
+                             token_threshold=thresholds[1])
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ def score_shard(ctx: ShardContext, examples: Sequence[Any], decoded: DecodedShar
     flat = [by_id[r.example_id] for r in scorable for _ in (0, 1)]
     scores = load_benchmark(ctx.benchmark).score_many(flat, answers, workers=1) if scorable else []
     score_of = {r.example_id: (scores[2 * i], scores[2 * i + 1]) for i, r in enumerate(scorable)}
-    record_ctx = ctx.record_context(decoded.device, decoded.actor_id)
+    record_ctx = ctx.record_context(decoded.device, decoded.actor_id, decoded.thresholds)
     results = {r.example_id: r for r in decoded.results}
     pairs: list[PairRecord] = []
     steps: list[StepRecord] = []

@@ -28,7 +28,7 @@ T = TypeVar("T")
 
 FAMILIES = ("autoregressive", "refusion", "bidirectional", "diffusion_gemma")
 VERIFIER_MODE_FAMILIES = ("bidirectional", "diffusion_gemma")  # families the grid sweeps verifier_modes for
-MODEL_SOURCES = ("hub", "local", "gguf", "smollm2", "tiny")
+MODEL_SOURCES = ("hub", "local", "gguf", "smollm2", "tiny", "scripted")
 TINY_ARCHS = ("llama", "qwen3", "gemma3", "llada", "dream", "diffusion_gemma")
 ACCEPTANCE_RULES = ("greedy", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -65,8 +65,8 @@ class ModelConfig:
 
     name: str = ""
     family: str = "autoregressive"
-    source: str = "hub"  # hub id, local folder, GGUF file, the packaged SmolLM2, or a tiny random model
-    path: str = ""  # hub id / folder / .gguf path; empty for smollm2 and tiny
+    source: str = "hub"  # hub id, local folder, GGUF file, the packaged SmolLM2, a tiny random or a scripted model
+    path: str = ""  # hub id / folder / .gguf path / scripted behaviour; empty for smollm2 and tiny
     revision: str | None = None
     gguf_file: str | None = None
     tiny_arch: str | None = None  # source=tiny: llama | qwen3 | gemma3 | llada | dream | diffusion_gemma
@@ -273,6 +273,8 @@ def validate_model(cfg: ModelConfig) -> list[str]:
         p.append(f"model {n}: source={cfg.source!r} is not one of {MODEL_SOURCES}")
     if cfg.source in ("hub", "local", "gguf") and not cfg.path:
         p.append(f"model {n}: source={cfg.source} needs path= (a hub id, a folder or a .gguf file)")
+    if cfg.source == "scripted" and not cfg.path:
+        p.append(f"model {n}: source=scripted needs path=<behaviour> (streamgen.scripted.SCRIPTS)")
     if cfg.source == "tiny" and cfg.tiny_arch not in TINY_ARCHS:
         p.append(f"model {n}: source=tiny needs tiny_arch in {TINY_ARCHS}, got {cfg.tiny_arch!r}")
     if cfg.dtype not in DTYPES:

@@ -198,6 +198,8 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedMod
     if cfg.source == "tiny":
         model = tiny_model(cfg.tiny_arch or "", seed=cfg.seed)
         return LoadedModel(model.to(device, dtype=torch_dtype(cfg.dtype)).eval(), tiny_tokenizer())
+    if cfg.source == "scripted":
+        return _scripted(cfg, device)
     if cfg.source == "smollm2":
         return _from_folder(converted_gguf_folder(smollm2_gguf_path()), cfg, device)
     if cfg.source == "gguf":
@@ -211,6 +213,16 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedMod
                              "model not found")
     log.info("loading %s from %s (%s)", cfg.name, cfg.path, cfg.source)
     return _from_folder(cfg.path, cfg, device)
+
+
+def _scripted(cfg: ModelConfig, device: str) -> LoadedModel:
+    """A scripted model (``path`` = behaviour), causal or bidirectional as its family decodes."""
+    from streamgen.scripted import scripted_model
+
+    tok = tiny_tokenizer()
+    mask = dict(cfg.decoding).get("mask_token_id") or len(tok) - 1
+    model = scripted_model(cfg.path, bidirectional=cfg.family == "bidirectional", mask_token_id=int(mask))
+    return LoadedModel(model.to(device=device, dtype=torch_dtype(cfg.dtype)), tok)
 
 
 def _family_module(family: str) -> Any:

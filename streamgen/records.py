@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bump when a change alters what a result row means; shard ids include it, so old shards rerun."""
 
 
@@ -74,6 +74,9 @@ class PairRecord:
     sandbox_backend: str | None
     schema_version: int
     code_version: str
+    # ReFusion's effective thresholds in this cell (model YAML + decoding.per_benchmark); null otherwise
+    slot_threshold: float | None = None
+    token_threshold: float | None = None
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,8 @@ class RecordContext:
     variant: str | None = None
     verifier_mode: str | None = None
     code_version: str = field(default_factory=code_version)
+    slot_threshold: float | None = None  # ReFusion's effective thresholds (decoding.per_benchmark applied)
+    token_threshold: float | None = None
 
 
 class Records(NamedTuple):
@@ -184,7 +186,8 @@ def _pair(ctx: RecordContext, example_id: str, n_segments: int, **values: object
         benchmark=ctx.benchmark, benchmark_version=ctx.benchmark_version, acceptance=ctx.acceptance,
         tau=ctx.tau, example_id=example_id, n_segments=n_segments, variant=ctx.variant,
         verifier_mode=ctx.verifier_mode, device=ctx.device, actor_id=ctx.actor_id,
-        schema_version=SCHEMA_VERSION, code_version=ctx.code_version, **values)  # type: ignore[arg-type]
+        schema_version=SCHEMA_VERSION, code_version=ctx.code_version, slot_threshold=ctx.slot_threshold,
+        token_threshold=ctx.token_threshold, **values)  # type: ignore[arg-type]
 
 
 def build_records(outcome: PairOutcome, ctx: RecordContext, base_quality: float | None = None,

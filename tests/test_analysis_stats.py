@@ -301,3 +301,38 @@ def test_files_of_an_older_schema_read_missing_columns_as_null(tmp_path: Path) -
         if r["scope"] == "benchmark"
     ]
     assert row["variant"] is None and row["verifier_mode"] is None and row["n_included"] == 1
+
+
+def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
+    """The SQL ``kept`` rule on rows the decoders really write (scripted models, all three families),
+    not on hand-made fixtures: constant keeps every draft token, EOS included (accepted == draft), so
+    the keep-all share is 100 % and the residual sits at the family floor; lastsegment keeps none;
+    prefix keeps exactly k, a part."""
+    from streamgen.config import model_config
+    from streamgen.decoding.base import Greedy
+    from streamgen.models import load_decoder
+    from streamgen.scripted import SCRIPTS
+    from streamgen.stream import RecordContext, StreamRequest, build_records, run_pair
+
+    req = StreamRequest("e1", (), ("Write a function that adds two numbers. ", "Use type hints."))
+    expect = {"constant": "all", "lastsegment": "none", "prefix": "part"}
+    pairs = []
+    for family in ("ar", "refusion", "llada"):
+        for behaviour in expect:
+            name = f"scripted-{family}-{behaviour}"
+            d = load_decoder(model_config(name), max_new_tokens=16)
+            ctx = RecordContext("r", "s", name, name, d.family, "mbpp", "1", "greedy", None, "cpu", code_version="t")
+            pair = build_records(run_pair(d, req, Greedy(), base_first=True), ctx, 1.0, 1.0).pair
+            accepted = {"all": pair.draft_tokens_final, "none": 0, "part": SCRIPTS["prefix"].k}[expect[behaviour]]
+            assert pair.draft_tokens_final == SCRIPTS[behaviour].length + 1  # the previous answer, EOS included
+            assert pair.accepted_tokens_final == accepted  # the intermediate facts the rule reads
+            pairs.append(pair)
+    write_record_set(tmp_path, RecordSet(pairs, []), with_steps=False)
+    dist = {r["model"]: r for r in build_tables(tmp_path, threads=1)["distribution"].to_pylist()
+            if r["scope"] == "benchmark"}
+    for name, row in dist.items():
+        behaviour = name.rsplit("-", 1)[1]
+        assert row[f"share_keep_{expect[behaviour]}"] == 1.0, (name, row)
+        if behaviour == "constant":
+            assert row["share_at_floor"] == 1.0
+    assert len(dist) == 9

@@ -105,30 +105,45 @@ def test_paper_6_5_causal_verifier_cannot_see_the_token_it_scores(name):
 
 @pytest.mark.parametrize("mode", ["visible", "hidden"])
 def test_unrelated_draft_probe(mode):
-    d = _decoder("tiny-dream", f"decoding.verifier_mode={mode}")
-    foreign = d.generate(B).token_ids
-    res = probe_unrelated(d, A, foreign, Threshold(0.9))
-    assert res.mode == mode and res.draft_tokens == len(d.content(foreign))
-    assert 0.0 <= res.median_prob <= 1.0 and 0 <= res.accepted_tokens <= res.draft_tokens
-    v, _ = d.score(A, d.content(foreign))
-    assert res.accepted_tokens == next((i for i, p in enumerate(v.probs) if p < 0.9), len(v.probs))
+    """Scripted lastsegment LLaDA (its answer is set by the request; it does not copy the buffer): a draft
+    it wrote for another request is rejected at its first token in both modes; its own answer is kept
+    whole with median probability = the median of the script's probabilities. ReFusion's causal
+    verifier agrees on the same script."""
+    import statistics
+
+    from streamgen.scripted import SCRIPTS
+
+    d = _decoder("scripted-llada-lastsegment", f"decoding.verifier_mode={mode}", max_new_tokens=16)
+    c = _decoder("scripted-refusion-lastsegment", max_new_tokens=16)
+    script, foreign, own = SCRIPTS["lastsegment"], d.generate(B).token_ids, d.generate(A).token_ids
+    assert foreign[0] != own[0]
+    for dec, label in ((d, mode), (c, "causal")):
+        res = probe_unrelated(dec, A, foreign, Threshold(0.9))
+        assert (res.mode, res.draft_tokens, res.accepted_tokens) == (label, len(foreign), 0)
+        mine = probe_unrelated(dec, A, own, Threshold(0.9))
+        assert mine.accepted_tokens == mine.draft_tokens == len(own)
+        want = statistics.median(script.prob(j) for j in range(len(own)))
+        assert mine.median_prob == pytest.approx(want, abs=1e-6)
 
 
 @pytest.mark.parametrize("name", ["tiny-llada", "tiny-dream"])
 @pytest.mark.parametrize("mode", ["visible", "hidden"])
 def test_stream_residual_and_minimum(name, mode):
-    d = _decoder(name, f"decoding.verifier_mode={mode}")
+    """Kept whole at τ = 0 (the tiny model's own EOS-ended answer, or a buffer-filling draft): the answer
+    is the draft and the cost is exactly the floor, verify + one denoising step. A rejected draft costs
+    verify + the full denoising of the buffer (the base run's forwards)."""
+    d = _decoder(name, f"decoding.verifier_mode={mode}", "decoding.eos_token_ids=[7]")
     assert isinstance(d, Decoder) and d.verifier_mode == mode
-    session = d.open_stream()
-    draft = session.step(B, [], Greedy()).answer.token_ids
-    for rule in (Greedy(), Threshold(0.5)):
-        res = session.step(A, draft, rule)
-        assert res.answer.forwards >= d.min_residual_forwards == 2
-        assert res.answer.meter.forwards == res.answer.forwards
-    full = [t for t in d.generate(A).token_ids if t not in d.eos_ids] + [7] * G
-    res = session.step(A, full[:G], Threshold(0.0))
-    assert res.accepted_tokens == G - 1 and res.answer.forwards == 2
-    assert list(res.answer.token_ids[:G - 1]) == full[:G - 1]
+    own = d.generate(A)
+    content = [t for t in own.token_ids if t not in d.eos_ids]
+    for draft in (content[:5] + [7], (content + [9] * G)[:G]):
+        res = d.open_stream().step(A, draft, Threshold(0.0))
+        assert res.accepted_tokens == res.draft_tokens_in == len(draft) and res.generated_tokens == 0
+        assert list(res.answer.token_ids) == draft and res.answer.forwards == d.min_residual_forwards == 2
+        assert [c.kind for c in d.meter.calls[-2:]] == [f"verify_{mode}", "denoise"]
+    res = d.open_stream().step(A, [7], Threshold(1.0))  # an EOS-only draft is verified, and rejected
+    assert res.accepted_tokens == 0 and res.answer.forwards == 1 + own.forwards
+    assert res.answer.token_ids == own.token_ids
 
 
 def test_settings_validation_and_configs():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -118,36 +120,59 @@ def test_every_call_is_metered_with_tokens_fed():
     assert d.meter.calls[0].tokens_fed == len(d.text.render(MSGS)) + 16  # first plan carries the prompt
 
 
+def _scripted(behaviour: str, *overrides: str) -> ReFusionDecoder:
+    return load_decoder(model_config(f"scripted-refusion-{behaviour}", list(overrides)), max_new_tokens=16)
+
+
 @pytest.mark.parametrize("rule", [Greedy(), Threshold(0.5), Threshold(0.0)])
 def test_residual_at_least_three(rule):
-    d = _decoder(_model(), 0.9, 0.4)
-    session = d.open_stream()
-    first = session.step(OTHER, [], rule)
-    for draft in (first.answer.token_ids, list(range(3, 40)), [d.tokenizer.eos_token_id]):
-        res = session.step(MSGS, draft, rule)
-        assert res.answer.forwards >= d.min_residual_forwards == 3
+    """Scripted constant model (answer A tokens, one slot of s per round): its own answer kept whole costs
+    the floor (1 verify + 1 confirming round); an unrelated draft and an EOS-only draft are verified too
+    (first call verify_stream) and, unless τ = 0 keeps them, cost 1 + 2·⌈A/s⌉."""
+    from streamgen.scripted import SCRIPTS
+
+    d = _scripted("constant")
+    a_tokens, s = SCRIPTS["constant"].length + 1, d.settings.slot_size
+    eos = d.tokenizer.eos_token_id
+    own = list(d.generate(ADDS).token_ids)
+    for draft in (own, list(range(300, 310)) + [eos], [eos]):
+        start = len(d.meter.calls)
+        res = d.open_stream().step(ADDS, draft, rule)
+        assert d.meter.calls[start].kind == "verify_stream" and res.draft_tokens_in == len(draft)
+        kept_whole = res.accepted_tokens == len(draft)
+        assert kept_whole == (draft == own or rule == Threshold(0.0))
+        expected = 3 if kept_whole else 1 + 2 * math.ceil(a_tokens / s)
+        assert res.answer.forwards == expected >= d.min_residual_forwards == 3
+        assert list(res.answer.token_ids) == (draft if kept_whole else own)
 
 
-def test_fully_accepted_draft_costs_exactly_the_minimum():
-    d = _decoder(_model(eos="never"), 0.9, 0.4)
-    draft = d.generate(MSGS).token_ids
-    assert len(draft) == G
-    res = d.open_stream().step(MSGS, draft, Threshold(0.0))
-    assert res.accepted_tokens == G - 1 and res.answer.forwards == 3
-    assert list(res.answer.token_ids[:G - 1]) == list(draft[:G - 1])
-    assert res.draft_tokens_in == G and res.generated_tokens == 1
+@pytest.mark.parametrize("eos", ["keep", "never"])
+def test_fully_accepted_draft_costs_exactly_the_minimum(eos):
+    """A tiny random model's own answer at τ = 0 (EOS-ended for seed 0, else filling the buffer): the
+    whole draft is kept (EOS included), the answer is the draft, and the cost is exactly the floor."""
+    d = _decoder(_model(eos=eos), 0.9, 0.4)
+    draft = d.generate(ADDS).token_ids
+    assert (draft[-1] == d.tokenizer.eos_token_id) == (eos == "keep") and len(draft) <= G
+    res = d.open_stream().step(ADDS, draft, Threshold(0.0))
+    assert res.accepted_tokens == res.draft_tokens_in == len(draft) and res.generated_tokens == 0
+    assert res.answer.token_ids == draft and res.answer.forwards == 3
+    assert [c.kind for c in d.meter.calls[-3:]] == ["verify_stream", "plan", "verify"]
 
 
-def test_stream_step_keeps_the_accepted_prefix():
-    d = _decoder(_model(), 0.9, 0.4)
-    draft = d.generate(OTHER).token_ids
-    verification, _ = d.score(MSGS, d.content(draft))
-    rule = Threshold(0.05)
-    res = d.open_stream().step(MSGS, draft, rule)
-    n = res.accepted_tokens
-    assert all(p >= 0.05 for p in verification.probs[:n])
-    assert n == len(d.content(draft)) or verification.probs[n] < 0.05
-    assert list(res.answer.token_ids[:n]) == list(draft[:n])
+@pytest.mark.parametrize("behaviour,tau", [("prefix", None), ("calibrated", 0.7)])
+def test_stream_step_keeps_the_accepted_prefix(behaviour, tau):
+    """Scripted prefix: exactly k kept (greedy); scripted calibrated: τ cuts at its first probability
+    below τ. The kept tokens sit unchanged at the front of the answer."""
+    from streamgen.scripted import SCRIPTS
+
+    script, d = SCRIPTS[behaviour], _scripted(behaviour)
+    draft = d.open_stream().step(MSGS, [], Greedy()).answer.token_ids  # written for another request
+    rule = Greedy() if tau is None else Threshold(tau)
+    res = d.open_stream().step(ADDS, draft, rule)
+    cut = script.k if tau is None else next(j for j in range(len(draft)) if script.prob(j) < tau)
+    assert 0 < res.accepted_tokens == cut < len(draft)
+    assert list(res.answer.token_ids[:cut]) == list(draft[:cut])
+    assert res.answer.token_ids == d.generate(ADDS).token_ids
 
 
 def test_settings_validation_and_config_loading():

@@ -30,6 +30,7 @@ from streamgen.decoding.base import (
     accepted_length,
     cut_draft,
     device_synchronizer,
+    draft_is_complete,
 )
 
 log = logging.getLogger(__name__)
@@ -232,8 +233,8 @@ class AutoregressiveSession:
     @torch.inference_mode()
     def step(self, messages: Sequence[Message], draft: Sequence[int], rule: AcceptanceRule) -> StepResult:
         dec = self.decoder
-        draft = dec.truncate_draft(draft)
-        with dec.meter.span() as span:
+        with dec.meter.span() as span:  # the same kinds of work as the base run's span
+            draft = dec.truncate_draft(draft)
             request = dec.render(messages)
             dec.check_fits(len(request))
             cached = self._reuse_prefix(request)
@@ -242,7 +243,7 @@ class AutoregressiveSession:
             verification = verification_from_logits(logits, draft)
             accepted = accepted_length(draft, verification, rule)
             answer = draft[:accepted]
-            if accepted < len(draft) or not (dec.is_finished(draft) or len(draft) >= dec.max_new_tokens):
+            if not draft_is_complete(draft, accepted, dec.eos_token_ids, dec.max_new_tokens):
                 self.state.rollback(len(request) + accepted)
                 answer.append(int(logits[accepted].argmax()))  # the bonus token
                 answer = dec.continue_greedy(self.state, answer)

@@ -152,18 +152,24 @@ class Greedy:
 
 @dataclass(frozen=True)
 class Threshold:
-    """A draft token passes if the verifier's probability for it is at least ``tau`` (lossy)."""
+    """A draft token passes if the verifier's probability for it is at least ``tau`` (lossy).
+
+    ``tau`` is a probability in [0, 1] (docs/accounting.md, "Acceptance threshold τ"): τ = 0 accepts
+    every token (even one whose probability underflows to 0); 0 < τ < 1 accepts ``p >= τ``, with ``p``
+    the fp32 softmax of fp32 logits; τ = 1 accepts nothing. A true softmax never reaches 1, but fp32
+    rounds it to exactly 1.0 once the logit margin passes ~16.6, so ``p >= 1`` would accept confident
+    tokens of trained models: τ = 1 is defined as the limit, "keep nothing", instead."""
 
     tau: float | None = 0.5
     name: Literal["greedy", "threshold"] = "threshold"
 
     def __post_init__(self) -> None:
-        if self.tau is None or not math.isfinite(self.tau):
-            raise ValueError(f"threshold acceptance needs a finite tau, got {self.tau!r}")
+        if self.tau is None or not math.isfinite(self.tau) or not 0.0 <= self.tau <= 1.0:
+            raise ValueError(f"threshold acceptance needs tau in [0, 1], got {self.tau!r}: e.g. tau=0.9")
 
     def passes(self, draft_token: int, argmax_token: int, prob: float) -> bool:
         assert self.tau is not None
-        return prob >= self.tau
+        return self.tau < 1.0 and prob >= self.tau
 
 
 def make_rule(acceptance: str, tau: float | None = None) -> AcceptanceRule:
@@ -193,10 +199,11 @@ class Verification:
         return float(statistics.median(self.probs)) if self.probs else None
 
 
-def cut_draft(draft: Sequence[int], eos_ids: Collection[int], limit: int, *, keep_eos: bool) -> list[int]:
+def cut_draft(draft: Sequence[int], eos_ids: Collection[int], limit: int, *, keep_eos: bool = True) -> list[int]:
     """``draft`` up to ``limit`` tokens, ending at its first EOS (kept or dropped per ``keep_eos``).
 
-    An answer never extends past its EOS or its budget; diffusion verifiers never score the EOS itself."""
+    An answer never extends past its EOS or its budget. Every family verifies the EOS as a draft
+    position (docs/diffusion.md, "The end of an accepted draft"), so decoders keep it."""
     out: list[int] = []
     for tok in draft[:limit]:
         if int(tok) in eos_ids:
@@ -205,6 +212,12 @@ def cut_draft(draft: Sequence[int], eos_ids: Collection[int], limit: int, *, kee
             break
         out.append(int(tok))
     return out
+
+
+def draft_is_complete(draft: Sequence[int], accepted: int, eos_ids: Collection[int], limit: int) -> bool:
+    """A fully accepted draft is the answer only if it ended (EOS) or fills the budget ``limit``;
+    a shorter unfinished draft must be continued (reference/decoders.md §5.2, the reimplementers' bug)."""
+    return 0 < len(draft) == accepted and (int(draft[-1]) in eos_ids or len(draft) >= limit)
 
 
 def accepted_length(draft: Sequence[int], verification: Verification, rule: AcceptanceRule) -> int:

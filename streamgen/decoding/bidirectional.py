@@ -39,6 +39,7 @@ from streamgen.decoding.base import (
     Verification,
     accepted_length,
     cut_draft,
+    draft_is_complete,
 )
 from streamgen.decoding.bidir_models import BIDIR_ARCHS, BidirLM
 
@@ -128,7 +129,7 @@ class BidirectionalDecoder:
     """LLaDA / Dream style decoding behind the Decoder protocol; every denoising step is one forward."""
 
     family = "bidirectional"
-    min_residual_forwards = 2  # verify + one denoising step (docs/diffusion.md)
+    min_residual_forwards = 2  # verify + one denoising step, always (docs/diffusion.md)
 
     def __init__(self, model: Any, tokenizer: Any, settings: BidirSettings, *, max_new_tokens: int = 256,
                  device: str = "cpu", text: AutoregressiveDecoder | None = None) -> None:
@@ -199,6 +200,12 @@ class BidirectionalDecoder:
             if buf.eos_pos(self.eos_ids) is not None:
                 return
 
+    def confirm(self, buf: Buffer) -> None:
+        """The denoising step that emits a fully accepted draft: one forward over request + buffer (the
+        tail after the draft masked); its reveals would fall after the EOS, so none is kept. It makes
+        the floor 2 (docs/diffusion.md)."""
+        self.forward(buf, "denoise")
+
     def _generation(self, buf: Buffer, span: Any) -> Generation:
         eos = buf.eos_pos(self.eos_ids)
         end = self.gen_length if eos is None else eos + 1
@@ -219,8 +226,9 @@ class BidirectionalDecoder:
         return self.text.decode_text(token_ids)
 
     def content(self, draft: Sequence[int]) -> list[int]:
-        """The draft cut before its first EOS and to the buffer (the EOS itself is never verified)."""
-        return cut_draft(draft, self.eos_ids, self.gen_length, keep_eos=False)
+        """The draft positions the verify pass scores: cut after its first EOS (kept: the EOS is a draft
+        position too) and to the buffer."""
+        return cut_draft(draft, self.eos_ids, self.gen_length)
 
     def _buffer(self, messages: Sequence[Message]) -> Buffer:
         prompt = self.text.render(messages)
@@ -229,8 +237,8 @@ class BidirectionalDecoder:
 
     @torch.inference_mode()
     def generate(self, messages: Sequence[Message]) -> Generation:
-        buf = self._buffer(messages)
-        with self.meter.span() as span:
+        with self.meter.span() as span:  # rendering counts, as in every family (docs/accounting.md)
+            buf = self._buffer(messages)
             self.denoise(buf)
         return self._generation(buf, span)
 
@@ -261,20 +269,23 @@ class BidirectionalSession:
     @torch.inference_mode()
     def step(self, messages: Sequence[Message], draft: Sequence[int], rule: AcceptanceRule) -> StepResult:
         d = self.decoder
-        content = d.content(draft)
         extra: dict[str, float] = {}
         with d.meter.span() as span:
+            positions = d.content(draft)
             accepted = 0
-            if content:
-                verification, buf = d.score(messages, content)
-                accepted = min(accepted_length(content, verification, rule), d.gen_length - 1)
-                buf.answer = [*content[:accepted], *([None] * (d.gen_length - accepted))]
-                extra["verify_median_prob"] = verification.median_prob or 0.0  # content is non-empty
+            if positions:
+                verification, buf = d.score(messages, positions)
+                accepted = accepted_length(positions, verification, rule)
+                buf.answer = [*positions[:accepted], *([None] * (d.gen_length - accepted))]
+                extra["verify_median_prob"] = verification.median_prob or 0.0  # positions is non-empty
             else:
                 buf = d._buffer(messages)
-            d.denoise(buf)
+            if draft_is_complete(positions, accepted, d.eos_ids, d.gen_length):
+                d.confirm(buf)  # the draft is the answer; one denoising step emits it
+            else:
+                d.denoise(buf)
         answer = d._generation(buf, span)
-        return StepResult(len(draft), accepted, len(answer.token_ids) - accepted, answer, extra)
+        return StepResult(len(positions), accepted, len(answer.token_ids) - accepted, answer, extra)
 
     def close(self) -> None:
         return None
@@ -329,6 +340,8 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> Any:
     )
     from streamgen.tokenizers import tiny_tokenizer
 
+    if cfg.source == "scripted":
+        return models.load_model_and_tokenizer(cfg, device)
     arch = _checkpoint_arch(cfg)
     dtype = models.torch_dtype(cfg.dtype)
     if cfg.source == "tiny" and arch in BIDIR_ARCHS:

@@ -19,8 +19,9 @@ One round over the masked slots of the current block:
 
 EOS in an accepted run ends the answer there; the answer is the committed tokens sorted by position.
 Every model call goes through :class:`ForwardMeter`. Streaming (``ReFusionSession.step``): one
-causal verify forward over request + draft (positional order), accept the leading run, then the
-remaining positions are masked slots again. The residual minimum is 3 forwards (docs/diffusion.md).
+causal verify forward over request + draft (positional order, its EOS included), accept the leading
+run, then the remaining positions are masked slots again; a fully accepted finished draft is the
+answer, confirmed by one plan/verify round. The residual minimum is 3 forwards (docs/diffusion.md).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from streamgen.decoding.base import (
     Verification,
     accepted_length,
     cut_draft,
+    draft_is_complete,
 )
 from streamgen.decoding.slots import KV, SlotEngine, SlotState
 
@@ -110,7 +112,7 @@ class ReFusionDecoder:
     """Slot-based diffusion decoding with an autoregressive verifier, behind the Decoder protocol."""
 
     family = "refusion"
-    min_residual_forwards = 3  # verify + one plan/verify round (docs/diffusion.md)
+    min_residual_forwards = 3  # verify + one plan/verify round, always (docs/diffusion.md)
 
     def __init__(self, model: Any, tokenizer: Any, settings: ReFusionSettings, *, max_new_tokens: int = 256,
                  device: str = "cpu", text: AutoregressiveDecoder | None = None) -> None:
@@ -144,11 +146,9 @@ class ReFusionDecoder:
         return self.text.decode_text(token_ids)
 
     def content(self, draft: Sequence[int]) -> list[int]:
-        """The draft's text tokens: cut before its first EOS and to the generation length.
-
-        The EOS is never verified: whether the answer ends is decided by a plan/verify round, which is
-        why the residual minimum is 3 (and why it is reached by a fully accepted draft)."""
-        return cut_draft(draft, self.eos_ids, self.gen_length, keep_eos=False)
+        """The draft positions the verify pass scores: cut after its first EOS (kept: the EOS is a draft
+        position too) and to the generation length."""
+        return cut_draft(draft, self.eos_ids, self.gen_length)
 
     def _generation(self, state: SlotState, span: Any) -> Generation:
         tokens = state.tokens(self.gen_length)
@@ -157,8 +157,8 @@ class ReFusionDecoder:
     @torch.inference_mode()
     def generate(self, messages: Sequence[Message]) -> Generation:
         """Base run: the whole request from scratch (the first plan forward is also the prefill)."""
-        state = self.start(messages)  # no reuse: the base run decodes from scratch
-        with self.meter.span() as span:
+        with self.meter.span() as span:  # rendering counts, as in every family (docs/accounting.md)
+            state = self.start(messages)  # no reuse: the base run decodes from scratch
             self.engine.decode(state, self.gen_length)
         return self._generation(state, span)
 
@@ -197,24 +197,24 @@ class ReFusionSession:
     @torch.inference_mode()
     def step(self, messages: Sequence[Message], draft: Sequence[int], rule: AcceptanceRule) -> StepResult:
         d = self.decoder
-        content = d.content(draft)
         with d.meter.span() as span:
-            if content:
-                verification, state = d.score(messages, content, reuse=self.last)
-                # cap: at least one position is regenerated, so a round always follows the verify
-                accepted = min(accepted_length(content, verification, rule), d.gen_length - 1)
+            positions = d.content(draft)
+            verification, accepted = None, 0
+            if positions:
+                verification, state = d.score(messages, positions, reuse=self.last)
+                accepted = accepted_length(positions, verification, rule)
                 state.kv = state.kv.crop(len(state.prompt) + accepted)
-                for j in range(accepted):
-                    state.answer[j] = content[j]
-                    state.order.append(j)
+                state.accept(positions[:accepted], d.eos_ids)
             else:
-                state, accepted, verification = d.start(messages, self.last), 0, None
-            d.engine.decode(state, d.gen_length)
+                state = d.start(messages, self.last)
+            if draft_is_complete(positions, accepted, d.eos_ids, d.gen_length):
+                d.engine.confirm(state, accepted)  # the draft is the answer; one round emits it
+            else:
+                d.engine.decode(state, d.gen_length)
         self.last = SlotState(state.prompt, state.kv.crop(len(state.prompt)))
         answer = d._generation(state, span)
-        median = None if verification is None else verification.median_prob
-        extra = {} if median is None else {"verify_median_prob": median}
-        return StepResult(len(draft), accepted, len(answer.token_ids) - accepted, answer, extra)
+        extra = {} if verification is None else {"verify_median_prob": verification.median_prob or 0.0}
+        return StepResult(len(positions), accepted, len(answer.token_ids) - accepted, answer, extra)
 
     def close(self) -> None:
         self.last = None

@@ -89,6 +89,14 @@ class SlotState:
             if t in eos_ids and (self.eos_pos is None or p < self.eos_pos):
                 self.eos_pos = p
 
+    def accept(self, tokens: Sequence[int], eos_ids: frozenset[int]) -> None:
+        """Commit a stream step's accepted leading run (its KV is already in ``kv``)."""
+        for p, t in enumerate(tokens):
+            self.answer[p] = int(t)
+            self.order.append(p)
+            if t in eos_ids and self.eos_pos is None:
+                self.eos_pos = p
+
     def tokens(self, gen_length: int) -> list[int]:
         """The answer in positional order, through the first EOS (inclusive)."""
         end = gen_length if self.eos_pos is None else self.eos_pos + 1
@@ -237,6 +245,13 @@ class SlotEngine:
         verified = self.verify_and_commit(state, ch)
         if verified is not None:
             self.infill(state, ch, verified)
+
+    def confirm(self, state: SlotState, end: int) -> None:
+        """The round that emits a fully accepted draft: plan + verify over the slot after its end
+        (the buffer's padding, where ReFusion's loop would commit again); nothing is committed, the
+        answer stays the draft. Its 2 forwards make the floor 3 (docs/diffusion.md)."""
+        ch = self.plan(state, [list(range(end, end + self.s.slot_size))])
+        self.forward(state, [ch.drafts[0]], [ch.slots[0]], "verify")
 
     def decode(self, state: SlotState, gen_length: int) -> None:
         """Fill every uncommitted position, block by block, until EOS or ``gen_length``."""
