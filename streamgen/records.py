@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bump when a change alters what a result row means; shard ids include it, so old shards rerun."""
 
 
@@ -74,6 +74,8 @@ class PairRecord:
     sandbox_backend: str | None
     schema_version: int
     code_version: str
+    cell_fingerprint: str | None = None  # hash of every result-defining setting (streamgen.cells); null before v2
+    cell_settings: str | None = None  # those settings as flat JSON, so the analysis can say what differs
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,8 @@ class StepRecord:
     schema_version: int
     code_version: str
     verify_median_prob: float | None = None  # median verifier probability of the incoming draft; null without
+    cell_fingerprint: str | None = None  # as on the pairs row
+    draft_fingerprint: str | None = None  # hash of the draft token ids this step produced (its answer)
 
 
 @dataclass(frozen=True)
