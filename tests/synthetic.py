@@ -132,6 +132,8 @@ def pairs_table(spec: SyntheticSpec, cell_index: int, n: int, rng: np.random.Gen
         "error_traceback": None,
         "base_answer": None,
         "stream_answer": None,
+        "cell_fingerprint": f"fp-{spec.run_id}-{cell_index}",
+        "cell_settings": None,
     }
     for name, value in const.items():
         cols[name] = _str([value], zeros)
@@ -183,6 +185,7 @@ def steps_table(pairs: pa.Table) -> pa.Table:
             "verifier_mode",
             "schema_version",
             "code_version",
+            "cell_fingerprint",
         )
     }
     cols.update(
@@ -198,6 +201,8 @@ def steps_table(pairs: pa.Table) -> pa.Table:
             "wall_s": pa.array(forwards * 0.02),
             "forward_wall_s": pa.array(forwards * 0.018),
             "verify_median_prob": pa.array(np.where(draft_in > 0, 0.5, np.nan), mask=draft_in == 0),
+            # every other step repeats the previous step's draft
+            "draft_fingerprint": pa.array([f"d{o}-{s // 2}" for o, s in zip(owner, step, strict=True)]),
         }
     )
     return pa.table([cols[f.name].cast(f.type) for f in STEPS_SCHEMA], schema=STEPS_SCHEMA)
