@@ -67,7 +67,6 @@ def test_dry_run_counts_complete_shards_and_estimates_from_earlier_rows(
     from jobs.writer import ResultWriter
     from streamgen.cells import settings_json
     from streamgen.config import grid_config
-    from streamgen.records import StepRecord
     from tests.analysis_fixtures import pair_record
 
     grid = grid_config("smoke", ["models=[tiny-llama]", "benchmarks=[mbpp]", "acceptance=[greedy]",
@@ -80,7 +79,6 @@ def test_dry_run_counts_complete_shards_and_estimates_from_earlier_rows(
                         speculative_wall_s=2.0, residual_wall_s=0.2, cell_settings=settings)
             for e in first.example_ids]
     ResultWriter(tmp_path).write_shard(first, rows, [])
-    del StepRecord
     cost = CostModel.fit(tmp_path)
     budget = first.cell.max_new_tokens
     k = (32 * len(rows)) / ((3 + 1) * budget * len(rows))
