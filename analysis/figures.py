@@ -1,8 +1,9 @@
 """Figures of the report (matplotlib, Agg backend): speedup distributions and the τ sweep.
 
-``speedup_distributions`` draws paper Figures 1–2: per-example residual speedup in forwards, one
+``speedup_distributions`` draws paper Figure 1: per-example residual speedup in forwards, one
 figure per model setting (model, acceptance/τ, variant, verifier mode), one panel per benchmark,
-log x axis, the 1× line, the median (solid) and mean (dashed) marked. ``tau_sweeps`` draws quality
+log x axis, the 1× line, the median (solid) and mean (dashed) marked. ``model_distributions`` draws
+Figure 2 the same way: one figure per acceptance setting, one panel per model, benchmarks pooled. ``tau_sweeps`` draws quality
 against median speedup across acceptance settings, one figure per (model, variant, verifier mode).
 Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas directly, so no pyplot global
 state and no interactive backend is touched.
@@ -24,7 +25,7 @@ from matplotlib.figure import Figure
 
 log = logging.getLogger(__name__)
 
-SETTING = ("model", "acceptance", "tau", "variant", "verifier_mode")
+SETTING = ("model", "acceptance", "tau", "variant", "verifier_mode", "settings_tag")
 
 
 def setting_label(row: dict) -> str:
@@ -33,6 +34,8 @@ def setting_label(row: dict) -> str:
     if row.get("acceptance") not in (None, "greedy", "threshold"):
         parts[1] = f"{row['acceptance']} {parts[1]}"
     parts += [str(row[k]) for k in ("variant", "verifier_mode") if row.get(k)]
+    if row.get("settings_tag"):
+        parts.append(f"[{row['settings_tag']}]")
     return " · ".join(parts)
 
 
@@ -82,6 +85,27 @@ def _runs(table: pa.Table, keys: Sequence[str]) -> list[tuple[dict, int, int]]:
     stops = starts[1:] + [n]
     firsts = table.select(list(keys)).take(starts).to_pylist()
     return list(zip(firsts, starts, stops, strict=True))
+
+
+def model_distributions(per_example: pa.Table, out_dir: Path) -> list[Path]:
+    """Paper Figure 2: one PNG per acceptance setting, one panel per model (with its variant, verifier
+    mode and settings tag), each panel the per-example speedups pooled over all its benchmarks."""
+    speedups = per_example["speedup_forwards"].to_numpy(zero_copy_only=False).astype(float)
+    keys = per_example.select(list(SETTING)).to_pylist()
+    by_rule: dict[tuple, dict[str, list[float]]] = {}
+    for key, value in zip(keys, speedups, strict=True):
+        panel = setting_label({**key, "tau": None}).replace(" · greedy", "")
+        rule = (key["acceptance"], key["tau"])
+        by_rule.setdefault(rule, {}).setdefault(panel, []).append(value)
+    paths = []
+    for (acceptance, tau), panels in sorted(by_rule.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1.0)):
+        rule = "greedy" if tau is None else f"{acceptance} τ={tau:g}"
+        arrays = {m: np.asarray(v) for m, v in sorted(panels.items())}
+        path = out_dir / f"speedup-by-model-{slug(rule)}.png"
+        _draw_distribution(f"{rule}, pooled over benchmarks",
+                           {m: a[a > 0] for m, a in arrays.items() if (a > 0).any()}, path)
+        paths.append(path)
+    return paths
 
 
 def _draw_distribution(label: str, by_bench: dict[str, np.ndarray], path: Path) -> None:

@@ -2,6 +2,7 @@
 
     python -m analysis.report results/local                       # report + main tables on stdout
     python -m analysis.report results/local --compare results/old # adds B − A deltas (B = --compare)
+    python -m analysis.report results/local --latest              # per cell, only the newest run's settings
 
 Python: ``write_report(results_dir, compare_dir=None) -> Report``; ``summary_text(results_dir)``
 (the main tables as markdown); ``print_summary(results_dir)`` writes that text to stdout (the grid
@@ -22,7 +23,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from analysis import figures
-from analysis.render import Column, markdown
+from analysis.render import Column, markdown, with_labels
 from analysis.tables import TABLES, ResultsNotFoundError, build_tables, compare_tables
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,58 @@ ADAPT = [
     Column("median_speedup_after", "after", "x"),
     Column("mean_speedup_before", "mean before", "x"),
     Column("mean_speedup_after", "after", "x"),
+    Column("accept_ratio_before", "accept ratio before", "share"),
+    Column("accept_ratio_after", "after", "share"),
+    Column("one_forward_share_before", "1 residual fwd before", "share"),
+    Column("one_forward_share_after", "after", "share"),
+]
+ATTAIN = [
+    *KEY_COLS,
+    Column("n_included", "n", "num"),
+    Column("median_speedup_forwards", "median speedup", "x"),
+    Column("median_attainable", "median attainable", "x"),
+    Column("share_of_medians", "share (ratio of medians)", "share"),
+    Column("median_achieved", "share (per-example median)", "share"),
+]
+CROSS = [
+    *KEY_COLS,
+    Column("speed", "Speed"),
+    Column("answer", "Answer"),
+    Column("n", "n", "num"),
+    Column("share", "share", "share"),
+    Column("n_quality_changed", "quality changed", "num"),
+    Column("n_quality_up", "up", "num"),
+    Column("n_quality_down", "down", "num"),
+    Column("mean_quality_delta", "mean Δ quality", "x"),
+]
+STABLE = [
+    Column("setting", "Model · setting"),
+    Column("benchmark", "Benchmark"),
+    Column("n_examples", "n", "num"),
+    Column("n_steps_compared", "steps compared", "num"),
+    Column("share_steps_unchanged", "draft unchanged from previous step", "share"),
+    Column("share_final_unchanged", "final answer = previous draft", "share"),
+]
+BY_MODEL = [
+    Column("setting", "Model · setting"),
+    Column("n", "n", "num"),
+    Column("n_benchmarks", "benchmarks", "num"),
+    Column("median_speedup_forwards", "median ×", "x"),
+    Column("mean_speedup_forwards", "mean ×", "x"),
+    Column("min_speedup_forwards", "min ×", "x"),
+    Column("max_speedup_forwards", "max ×", "x"),
+    Column("share_below_1x", "< 1×", "share"),
+]
+PRINTS = [
+    Column("setting", "Model · setting"),
+    Column("benchmark", "Benchmark"),
+    Column("cell_fingerprint", "Fingerprint"),
+    Column("kept", "used"),
+    Column("n_rows", "rows", "num"),
+    Column("n_examples", "examples", "num"),
+    Column("n_duplicates", "duplicates", "num"),
+    Column("n_runs", "runs", "num"),
+    Column("last_run", "last run"),
 ]
 SWEEP = [
     Column("setting", "Model · setting"),
@@ -185,10 +238,37 @@ def print_summary(results_dir: str | Path, *, file: TextIO | None = None) -> str
     return text
 
 
+def fingerprint_note(fingerprints: pa.Table) -> str | None:
+    """The note at the top of the report when a cell name has several fingerprints, rows were written
+    twice, or --latest dropped fingerprints; None when every cell has one meaning and no duplicates."""
+    rows = fingerprints.to_pylist()
+    split = sorted({r["setting"] + " / " + str(r["benchmark"]) for r in with_labels(rows)
+                    if r["n_fingerprints"] > 1 and r["kept"]})
+    dropped = [r for r in rows if not r["kept"]]
+    duplicates = sum(r["n_duplicates"] for r in rows if r["kept"])
+    if not (split or dropped or duplicates):
+        return None
+    lines = ["## Cells with several settings in this directory\n"]
+    if split:
+        lines.append(f"{len(split)} cell(s) appear under several fingerprints (different settings); each "
+                     "is shown as its own row, labelled [by the settings that differ]. Pass `--latest` to "
+                     "keep only the most recent run's. Cells: " + "; ".join(split) + ".")
+    if dropped:
+        lines.append(f"`--latest`: {len(dropped)} older fingerprint(s) left out "
+                     f"({sum(r['n_rows'] for r in dropped)} rows).")
+    if duplicates:
+        lines.append(f"{duplicates} row(s) repeat a (cell, example) already written by another run: each "
+                     "(cell, example) is counted once, from its most recent run.")
+    used = [r for r in rows if r["kept"] or r["n_fingerprints"] > 1]
+    return "\n\n".join(lines) + "\n\n" + markdown(used, PRINTS)
+
+
 def _sections(tables: dict[str, pa.Table], compare: pa.Table | None, compare_dir: Path | None) -> list[str]:
     cells = _rows(tables["cells"], scope="benchmark")
     dist = tables["distribution"]
+    note = fingerprint_note(tables["fingerprints"])
     out = [
+        *([note] if note else []),
         "## Runs\n\n" + markdown(tables["run_list"], RUNS),
         "## Table 1 — quality and residual cost per cell\n\nQuality in percent; forwards after the final "
         "token are medians; speedups are per-request base / residual, summarised by mean and median. "
@@ -203,6 +283,13 @@ def _sections(tables: dict[str, pa.Table], compare: pa.Table | None, compare_dir
         "## Attainable limit and speculative overhead\n\nAttainable = base forwards / the family's minimum "
         "residual; overhead = (speculative + residual forwards) / base forwards.\n\n"
         + markdown(dist, LIMIT, blank_repeats="setting"),
+        "## Share of the attainable speedup\n\nThe paper's share is a ratio of medians (median speedup / "
+        "median attainable); the per-example share is the median of each request's speedup / attainable.\n\n"
+        + markdown(tables["attainable"], ATTAIN, blank_repeats="setting"),
+        "## Per-model speedup, pooled over benchmarks (Figure 2)\n\n" + markdown(tables["model_speedups"], BY_MODEL),
+        "## Speed against correctness\n\nIncluded requests by speed (speedup in forwards vs 1×) and by "
+        "whether the stream answer differs from the base answer; quality changed = stream and base scores "
+        "differ.\n\n" + markdown(tables["speed_quality"], CROSS, blank_repeats="setting"),
         "## Excluded and error rows\n\n" + markdown(tables["exclusions"], EXCLUSIONS),
     ]
     if tables["adaptation"].num_rows:
@@ -216,6 +303,10 @@ def _sections(tables: dict[str, pa.Table], compare: pa.Table | None, compare_dir
         out.append(
             "## Steps of the stream runs\n\n"
             + markdown(tables["step_summary"], STEPS, blank_repeats="setting")
+        )
+        out.append(
+            "## Drafts that did not change\n\nA step's draft compared with the previous step's (by the hash "
+            "of its token ids).\n\n" + markdown(tables["draft_stability"], STABLE, blank_repeats="setting")
         )
     if compare is not None:
         out.append(
@@ -232,12 +323,16 @@ def write_report(
     out_dir: str | Path | None = None,
     threads: int | None = None,
     with_figures: bool = True,
+    latest: bool = False,
 ) -> Report:
-    """Build every table and figure; write report.md, one CSV per table and the PNGs."""
+    """Build every table and figure; write report.md, one CSV per table and the PNGs.
+
+    ``latest``: per cell name, only the fingerprint of the most recent run (``analysis.fingerprints``).
+    """
     root = Path(results_dir)
     out = Path(out_dir) if out_dir else root / "report"
     out.mkdir(parents=True, exist_ok=True)
-    tables = build_tables(root, [*TABLES, "per_example"], threads=threads)
+    tables = build_tables(root, [*TABLES, "per_example"], threads=threads, latest=latest)
     compare = compare_tables(root, compare_dir, threads=threads) if compare_dir else None
     csvs = [_write_csv(tables[name], out / f"{name}.csv") for name in TABLES]
     if compare is not None:
@@ -245,6 +340,7 @@ def write_report(
     figs = []
     if with_figures:
         figs = figures.speedup_distributions(tables["per_example"], out)
+        figs += figures.model_distributions(tables["per_example"], out)
         figs += figures.tau_sweeps(tables["tau_sweep"], out)
     body = [
         f"# streamgen report — `{root}`\n",
@@ -273,11 +369,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="output folder (default RESULTS_DIR/report)")
     parser.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     parser.add_argument("--no-figures", action="store_true", help="tables and CSVs only")
+    parser.add_argument("--latest", action="store_true",
+                        help="per cell, only the most recent run's settings (fingerprint)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         report = write_report(
-            args.results_dir, compare_dir=args.compare, out_dir=args.out, threads=args.threads
+            args.results_dir, compare_dir=args.compare, out_dir=args.out, threads=args.threads,
+            with_figures=not args.no_figures, latest=args.latest,
         )
     except ResultsNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from analysis.fingerprints import FINGERPRINT_QUERY, cell_tags
 from streamgen.records import PAIRS_SCHEMA, RUNS_SCHEMA, STEPS_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -24,14 +25,19 @@ log = logging.getLogger(__name__)
 SQL_DIR = Path(__file__).with_name("sql")
 
 TABLES: tuple[str, ...] = (
+    "fingerprints",
     "cells",
     "models",
     "distribution",
     "exclusions",
+    "step_summary",
     "adaptation",
     "tau_sweep",
-    "step_summary",
     "run_list",
+    "attainable",
+    "speed_quality",
+    "draft_stability",
+    "model_speedups",
 )
 """Every table the report writes, in execution order (a file may read the tables before it)."""
 
@@ -78,12 +84,17 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+_VIEW_NAMES = {"pairs": "pairs_files"}  # raw pairs; _cells.sql builds the deduplicated `pairs` on it
+
+
 def _register_source(con: duckdb.DuckDBPyConnection, name: str, files: Sequence[Path]) -> None:
-    """View ``name`` over ``files``; missing record columns become typed NULLs, no files → empty."""
+    """View over ``files`` (``pairs_files`` for pairs, else ``name``); missing record columns become
+    typed NULLs, no files → empty."""
     _, schema = _SOURCES[name]
+    view, name = _VIEW_NAMES.get(name, name), name
     if not files:
         con.register(f"_{name}_empty", schema.empty_table())
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM _{name}_empty")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM _{name}_empty")
         return
     file_list = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
     scan = f"read_parquet({file_list}, union_by_name = true, hive_partitioning = false)"
@@ -94,7 +105,7 @@ def _register_source(con: duckdb.DuckDBPyConnection, name: str, files: Sequence[
             "%s files lack columns %s; read as NULL", name, [f.name for f in schema if f.name not in present]
         )
     extra = "".join(", " + c for c in fill)
-    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT *{extra} FROM {scan}")
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT *{extra} FROM {scan}")
 
 
 _DUCK_TYPES = {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}
@@ -109,13 +120,24 @@ def _duckdb(threads: int | None) -> duckdb.DuckDBPyConnection:
     return duckdb.connect(":memory:", config=config)
 
 
-def connect(results_dir: str | Path, *, threads: int | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with ``pairs``, ``steps``, ``runs`` and ``pair_rows`` views."""
+def connect(results_dir: str | Path, *, threads: int | None = None,
+            latest: bool = False) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with ``pairs`` (each (cell fingerprint, example) once),
+    ``steps``, ``runs`` and ``pair_rows`` views. ``latest``: keep only the most recent run's
+    fingerprint of each cell name."""
     files = find_result_files(results_dir)
     con = _duckdb(threads)
     for name in _SOURCES:
         _register_source(con, name, getattr(files, name))
+    con.execute(sql_text("_cells"))
+    rows = con.sql(FINGERPRINT_QUERY).to_arrow_table().to_pylist()
+    con.register("cell_tags", cell_tags(rows, latest=latest))
+    con.execute(sql_text("_dedup"))
     con.execute(sql_text("_views"))
+    # Every table reads pair_rows: compute the deduplication (a window over all pairs) once, not per
+    # table. pair_rows is narrow (no answer text), so this costs ~200 MB per 10^6 pairs at most.
+    con.execute("CREATE TEMP TABLE pair_rows_done AS SELECT * FROM pair_rows")
+    con.execute("CREATE OR REPLACE TEMP VIEW pair_rows AS SELECT * FROM pair_rows_done")
     return con
 
 
@@ -127,10 +149,12 @@ def run_table(con: duckdb.DuckDBPyConnection, name: str) -> pa.Table:
 
 
 def build_tables(
-    results_dir: str | Path, names: Sequence[str] = TABLES, *, threads: int | None = None
+    results_dir: str | Path, names: Sequence[str] = TABLES, *, threads: int | None = None,
+    latest: bool = False,
 ) -> dict[str, pa.Table]:
-    """Every table in ``names`` (default: all of ``TABLES``) over one results directory."""
-    con = connect(results_dir, threads=threads)
+    """Every table in ``names`` (default: all of ``TABLES``) over one results directory
+    (``latest``: only the most recent run's fingerprint of each cell name)."""
+    con = connect(results_dir, threads=threads, latest=latest)
     try:
         wanted = set(names)
         needed = [n for n in TABLES if n in wanted or _is_dependency(n, wanted)]
@@ -142,7 +166,11 @@ def build_tables(
         con.close()
 
 
-_DEPENDS = {"models": {"cells"}, "adaptation": {"cells"}, "tau_sweep": {"models", "cells"}}
+_DEPENDS = {
+    "models": {"cells"},
+    "adaptation": {"cells", "distribution", "step_summary"},
+    "tau_sweep": {"models", "cells"},
+}
 
 
 def _is_dependency(name: str, wanted: set[str]) -> bool:

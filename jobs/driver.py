@@ -29,6 +29,7 @@ from jobs.scheduler import Scheduler, WorkUnit
 from jobs.scoring import ShardContext, ShardRows, failed_shard_rows, remote_score_shard
 from jobs.shards import Shard
 from jobs.writer import ResultWriter
+from streamgen.cells import effective_system_prompt
 from streamgen.config import GridConfig
 from streamgen.records import SCHEMA_VERSION, RunRecord
 from streamgen.version import code_version
@@ -87,11 +88,13 @@ def _shard_task(plan: GridPlan, shard: Shard) -> ShardTask:
     from streamgen.stream import StreamRequest
 
     bench = shard.cell.benchmark.name
+    model_prompt = shard.cell.model.system_prompt
     items = []
     for example_id, base_first in zip(shard.example_ids, shard.base_first, strict=True):
         ex, segs = plan.examples[bench][example_id], plan.segments[(bench, example_id)]
         request = None if plan.excluded[(bench, example_id)] else StreamRequest(
-            example_id=example_id, history=tuple(ex.history), segments=segs, system_prompt=ex.system_prompt)
+            example_id=example_id, history=tuple(ex.history), segments=segs,
+            system_prompt=effective_system_prompt(model_prompt, ex.system_prompt))
         items.append(ExampleTask(example_id, request, base_first))
     cell = shard.cell
     return ShardTask(shard.shard_id, cell.acceptance, cell.tau, cell.verifier_mode, cell.max_new_tokens,

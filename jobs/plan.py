@@ -30,6 +30,7 @@ from streamgen.config import (
     model_config,
     raise_if_problems,
     resolve_data_dir,
+    unused_overrides,
     validate_grid,
 )
 
@@ -101,6 +102,8 @@ def plan_grid(grid: GridConfig) -> GridPlan:
     """Validate ``grid`` and everything it names; expand it into shards. Raises one ConfigError."""
     problems = validate_grid(grid)
     data_dir = resolve_data_dir(grid)
+    if unused := unused_overrides(grid):
+        log.info("ignoring benchmark_overrides for %s: not in benchmarks=%s", unused, list(grid.benchmarks))
     models: dict[str, ModelConfig] = {}
     benches: dict[str, BenchmarkConfig] = {}
     for name in grid.models:

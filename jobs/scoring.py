@@ -18,6 +18,7 @@ from typing import Any
 
 from jobs.actors import DecodedShard, ExampleResult
 from jobs.shards import Shard
+from streamgen.cells import settings_json
 from streamgen.config import BenchmarkConfig
 from streamgen.records import PairRecord, StepRecord
 
@@ -45,6 +46,8 @@ class ShardContext:
     example_ids: tuple[str, ...]
     n_segments: tuple[int, ...]
     excluded: tuple[str | None, ...]  # reason decided before decoding (one segment), per example
+    cell_fingerprint: str | None = None  # streamgen.cells: every result-defining setting, hashed
+    cell_settings: str | None = None  # those settings as JSON
 
     @classmethod
     def for_shard(cls, shard: Shard, run_id: str, code_version: str,
@@ -53,7 +56,8 @@ class ShardContext:
         c, keys = shard.cell, [(shard.cell.benchmark.name, e) for e in shard.example_ids]
         return cls(run_id, shard.shard_id, c.cell_id, c.model.name, c.model.family, c.model.variant, c.benchmark,
                    c.acceptance, c.tau, c.verifier_mode, code_version, shard.example_ids,
-                   tuple(len(segments[k]) for k in keys), tuple(excluded[k] for k in keys))
+                   tuple(len(segments[k]) for k in keys), tuple(excluded[k] for k in keys),
+                   c.fingerprint, settings_json(c.settings()))
 
     def record_context(self, device: str, actor_id: str | None,
                        thresholds: tuple[float | None, float | None] = (None, None)) -> Any:
@@ -63,7 +67,8 @@ class ShardContext:
                              self.benchmark.name, self.benchmark.version, self.acceptance, self.tau, device,
                              actor_id=actor_id, variant=self.variant, verifier_mode=self.verifier_mode,
                              code_version=self.code_version, slot_threshold=thresholds[0],
-                             token_threshold=thresholds[1])
+                             token_threshold=thresholds[1], cell_fingerprint=self.cell_fingerprint,
+                             cell_settings=self.cell_settings)
 
 
 @dataclass(frozen=True)

@@ -11,23 +11,16 @@ files are never reused and unchanged ones are never recomputed.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from streamgen.cells import HASH_CHARS, cell_fingerprint, cell_settings, stable_hash
 from streamgen.config import VERIFIER_MODE_FAMILIES, BenchmarkConfig, GridConfig, ModelConfig
 from streamgen.records import SCHEMA_VERSION
 
-HASH_CHARS = 16
-
-
-def stable_hash(payload: Any, n: int = HASH_CHARS) -> str:
-    """Hex digest of the canonical JSON of ``payload`` (sorted keys, no whitespace)."""
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:n]
+__all__ = ["HASH_CHARS", "Cell", "Shard", "balanced_order", "expand_cells", "expand_shards", "stable_hash"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +33,17 @@ class Cell:
     tau: float | None  # None for greedy
     verifier_mode: str | None  # VERIFIER_MODE_FAMILIES only (bidirectional, diffusion_gemma): visible | hidden
     max_new_tokens: int
+    limit: int | None = None  # the grid's example limit: in the fingerprint, not in the shard ids
+
+    def settings(self) -> dict[str, Any]:
+        """Every result-defining setting of the cell (``streamgen.cells.cell_settings``)."""
+        return cell_settings(self.model, self.benchmark, acceptance=self.acceptance, tau=self.tau,
+                             verifier_mode=self.verifier_mode, max_new_tokens=self.max_new_tokens,
+                             limit=self.limit)
+
+    @property
+    def fingerprint(self) -> str:
+        return cell_fingerprint(self.settings())
 
     def identity(self) -> dict[str, Any]:
         """Everything about the cell that changes its rows."""
@@ -103,7 +107,7 @@ def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
             bench = benchmarks[b]
             max_new = grid.max_new_tokens if grid.max_new_tokens is not None else bench.max_new_tokens
             for acceptance, tau in rules:
-                cells.extend(Cell(model, bench, acceptance, tau, mode, int(max_new)) for mode in modes)
+                cells.extend(Cell(model, bench, acceptance, tau, mode, int(max_new), grid.limit) for mode in modes)
     return cells
 
 

@@ -80,6 +80,11 @@ class ResultWriter:
             p.unlink(missing_ok=True)
         return False
 
+    def is_complete(self, shard: Shard) -> bool:
+        """Like :meth:`is_done`, but read-only: damaged files are left alone (for ``--dry-run``)."""
+        paths = self.paths(shard)
+        return paths.pairs.exists() and self._problem(shard, paths) is None
+
     def _problem(self, shard: Shard, paths: ShardPaths) -> str | None:
         try:
             pairs = read_parquet_validated(paths.pairs, PairRecord)

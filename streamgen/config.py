@@ -97,6 +97,7 @@ class BenchmarkConfig:
     metric: str = "pass@1"  # pass@1 | f1
     timeout_s: float = 10.0
     max_new_tokens: int = 512
+    system_prompt: str | None = None  # the answer-format instruction; after the model's own (streamgen.cells)
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -300,6 +301,9 @@ def validate_benchmark(cfg: BenchmarkConfig, data_dir: Path | None = None) -> li
                      f"the benchmark data (e.g. ../shared/data) or STREAMGEN_DATA_DIR")
     if cfg.metric not in ("pass@1", "f1"):
         p.append(f"benchmark {n}: metric={cfg.metric!r} must be pass@1 or f1")
+    if "system_prompt" in cfg.options:
+        p.append(f"benchmark {n}: options.system_prompt moved to the top-level system_prompt field; "
+                 "move it there (configs/benchmarks/*.yaml show the shape)")
     return p
 
 
@@ -328,9 +332,7 @@ def validate_grid(grid: GridConfig) -> list[str]:
             p.extend(validate_benchmark(grid_benchmark_config(grid, b), data_dir))
         except ConfigError as exc:
             p.extend(exc.problems)
-    for b in grid.benchmark_overrides:
-        if b not in grid.benchmarks:
-            p.append(f"benchmark_overrides names {b!r}, which is not in benchmarks={list(grid.benchmarks)}")
+    # benchmark_overrides for benchmarks outside this run are ignored (jobs.plan logs them once)
     for a in grid.acceptance:
         if a not in ACCEPTANCE_RULES:
             p.append(f"acceptance={a!r} is not one of {ACCEPTANCE_RULES}")
@@ -352,6 +354,11 @@ def validate_grid(grid: GridConfig) -> list[str]:
     if grid.cluster not in available("cluster"):
         p.append(f"cluster={grid.cluster!r} unknown: known are {', '.join(available('cluster'))}")
     return p
+
+
+def unused_overrides(grid: GridConfig) -> list[str]:
+    """Names in ``benchmark_overrides`` that this grid does not run (ignored, not an error)."""
+    return sorted(b for b in grid.benchmark_overrides if b not in grid.benchmarks)
 
 
 def grid_benchmark_config(grid: GridConfig, name: str) -> BenchmarkConfig:

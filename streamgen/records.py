@@ -77,6 +77,8 @@ class PairRecord:
     # ReFusion's effective thresholds in this cell (model YAML + decoding.per_benchmark); null otherwise
     slot_threshold: float | None = None
     token_threshold: float | None = None
+    cell_fingerprint: str | None = None  # hash of every result-defining setting (streamgen.cells); null before v2
+    cell_settings: str | None = None  # those settings as flat JSON, so the analysis can say what differs
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,8 @@ class StepRecord:
     schema_version: int
     code_version: str
     verify_median_prob: float | None = None  # median verifier probability of the incoming draft; null without
+    cell_fingerprint: str | None = None  # as on the pairs row
+    draft_fingerprint: str | None = None  # hash of the draft token ids this step produced (its answer)
 
 
 @dataclass(frozen=True)

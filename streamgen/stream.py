@@ -9,6 +9,7 @@ See DESIGN §2 and docs/accounting.md.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import traceback as tb
 from dataclasses import dataclass, field
@@ -165,6 +166,8 @@ class RecordContext:
     code_version: str = field(default_factory=code_version)
     slot_threshold: float | None = None  # ReFusion's effective thresholds (decoding.per_benchmark applied)
     token_threshold: float | None = None
+    cell_fingerprint: str | None = None  # streamgen.cells.cell_fingerprint of the cell
+    cell_settings: str | None = None  # streamgen.cells.settings_json of the cell
 
 
 class Records(NamedTuple):
@@ -187,7 +190,8 @@ def _pair(ctx: RecordContext, example_id: str, n_segments: int, **values: object
         tau=ctx.tau, example_id=example_id, n_segments=n_segments, variant=ctx.variant,
         verifier_mode=ctx.verifier_mode, device=ctx.device, actor_id=ctx.actor_id,
         schema_version=SCHEMA_VERSION, code_version=ctx.code_version, slot_threshold=ctx.slot_threshold,
-        token_threshold=ctx.token_threshold, **values)  # type: ignore[arg-type]
+        token_threshold=ctx.token_threshold, cell_fingerprint=ctx.cell_fingerprint,
+        cell_settings=ctx.cell_settings, **values)  # type: ignore[arg-type]
 
 
 def build_records(outcome: PairOutcome, ctx: RecordContext, base_quality: float | None = None,
@@ -217,6 +221,11 @@ def build_records(outcome: PairOutcome, ctx: RecordContext, base_quality: float 
     return Records(pair, step_records(outcome, ctx))
 
 
+def draft_fingerprint(token_ids: tuple[int, ...] | list[int]) -> str:
+    """A short hash of a draft's token ids: equal drafts, equal fingerprints (16 hex characters)."""
+    return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
+
+
 def step_records(outcome: PairOutcome, ctx: RecordContext) -> list[StepRecord]:
     assert outcome.request is not None
     req, n = outcome.request, len(outcome.steps)
@@ -229,7 +238,8 @@ def step_records(outcome: PairOutcome, ctx: RecordContext) -> list[StepRecord]:
             tokens_fed=st.answer.meter.tokens_fed, wall_s=st.answer.wall_s,
             forward_wall_s=st.answer.meter.forward_wall_s,
             verify_median_prob=st.extra.get("verify_median_prob"), verifier_mode=ctx.verifier_mode,
-            schema_version=SCHEMA_VERSION, code_version=ctx.code_version)
+            schema_version=SCHEMA_VERSION, code_version=ctx.code_version, cell_fingerprint=ctx.cell_fingerprint,
+            draft_fingerprint=draft_fingerprint(st.answer.token_ids))
         for i, st in enumerate(outcome.steps, start=1)
     ]
 

@@ -132,6 +132,8 @@ def pairs_table(spec: SyntheticSpec, cell_index: int, n: int, rng: np.random.Gen
         "error_traceback": None,
         "base_answer": None,
         "stream_answer": None,
+        "cell_fingerprint": f"fp-{spec.run_id}-{cell_index}",
+        "cell_settings": None,
     }
     for name, value in const.items():
         cols[name] = _str([value], zeros)
@@ -144,7 +146,9 @@ def pairs_table(spec: SyntheticSpec, cell_index: int, n: int, rng: np.random.Gen
     for name in ("base_tokens_fed", "residual_tokens_fed", "base_answer_tokens", "stream_answer_tokens"):
         cols[name] = pa.array(num["base_forwards"])
     cols["schema_version"] = pa.array(np.full(n, SCHEMA_VERSION, dtype=np.int64))
-    return pa.table([cols[f.name].cast(f.type) for f in PAIRS_SCHEMA], schema=PAIRS_SCHEMA)
+    # Columns no statistic reads here (e.g. ReFusion's effective thresholds) are null, as for most models.
+    return pa.table([cols[f.name].cast(f.type) if f.name in cols else pa.nulls(n, f.type) for f in PAIRS_SCHEMA],
+                    schema=PAIRS_SCHEMA)
 
 
 def steps_table(pairs: pa.Table) -> pa.Table:
@@ -183,6 +187,7 @@ def steps_table(pairs: pa.Table) -> pa.Table:
             "verifier_mode",
             "schema_version",
             "code_version",
+            "cell_fingerprint",
         )
     }
     cols.update(
@@ -198,6 +203,8 @@ def steps_table(pairs: pa.Table) -> pa.Table:
             "wall_s": pa.array(forwards * 0.02),
             "forward_wall_s": pa.array(forwards * 0.018),
             "verify_median_prob": pa.array(np.where(draft_in > 0, 0.5, np.nan), mask=draft_in == 0),
+            # every other step repeats the previous step's draft
+            "draft_fingerprint": pa.array([f"d{o}-{s // 2}" for o, s in zip(owner, step, strict=True)]),
         }
     )
     return pa.table([cols[f.name].cast(f.type) for f in STEPS_SCHEMA], schema=STEPS_SCHEMA)

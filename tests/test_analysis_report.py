@@ -52,6 +52,11 @@ def test_report_has_every_section_and_one_csv_per_table(report, run_dir: Path) -
         "Adaptation before → after",
         "τ sweep",
         "Steps of the stream",
+        "Share of the attainable speedup",
+        "Per-model speedup, pooled over benchmarks (Figure 2)",
+        "Speed against correctness",
+        "Drafts that did not change",
+        "accept ratio before",
         "## Figures",
         "synthetic-run",
     ):
@@ -67,9 +72,11 @@ def test_report_has_every_section_and_one_csv_per_table(report, run_dir: Path) -
 
 
 def test_figures_are_written_and_show_data(report) -> None:
-    speed = [p for p in report.figure_paths if p.name.startswith("speedup-")]
+    by_model = [p for p in report.figure_paths if p.name.startswith("speedup-by-model-")]
+    speed = [p for p in report.figure_paths if p.name.startswith("speedup-") and p not in by_model]
     sweep = [p for p in report.figure_paths if p.name.startswith("tau-sweep-")]
     assert len(speed) == 2 * 2  # settings × variants (one model)
+    assert len(by_model) == 2  # Figure 2: one per acceptance setting, a panel per model (and variant)
     assert len(sweep) == 2  # variants
     for path in report.figure_paths:
         img = imread(path)[..., :3]

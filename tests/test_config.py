@@ -126,8 +126,28 @@ def test_benchmark_overrides_apply_per_grid_and_are_validated() -> None:
     assert config.grid_benchmark_config(grid, "humaneval") == config.benchmark_config("humaneval")
     bad = config.grid_config("local", ["benchmark_overrides={nope: [timeout_s=1], mbpp: [bogus=1]}"])
     problems = config.validate_grid(bad)
-    assert any("'nope'" in p and "not in benchmarks" in p for p in problems)
+    assert not any("nope" in p for p in problems), "an override for a benchmark not run is ignored"
+    assert config.unused_overrides(bad) == ["nope"]
     assert any("bogus" in p for p in problems)
+
+
+def test_readme_override_example_ignores_the_local_grids_ds1000_override(caplog) -> None:
+    """The README's `benchmarks=[mbpp,chat]` on the local grid (which overrides ds1000) plans, and
+    says once that the ds1000 override is ignored."""
+    from jobs.plan import plan_grid
+
+    grid = config.grid_config("local", ["limit=5", "taus=[0.5,0.9]", "workers=2", "benchmarks=[mbpp,chat]"])
+    assert "ds1000" in grid.benchmark_overrides
+    with caplog.at_level("INFO", logger="jobs.plan"):
+        plan = plan_grid(grid)
+    assert {s.cell.benchmark.name for s in plan.shards} == {"mbpp", "chat"}
+    lines = [r.getMessage() for r in caplog.records if "ignoring benchmark_overrides" in r.getMessage()]
+    assert len(lines) == 1 and "ds1000" in lines[0]
+
+
+def test_options_system_prompt_is_refused_with_the_new_field_named() -> None:
+    cfg = config.benchmark_config("humaneval", ["options.system_prompt=hi"])
+    assert any("top-level system_prompt" in p for p in config.validate_benchmark(cfg))
 
 
 def test_named_configs_take_their_file_stem_as_name() -> None:

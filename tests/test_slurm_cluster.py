@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
-
 import pytest
 
 from jobs import regression, slurm

@@ -5,6 +5,7 @@ Local (the embedded default: loopback Ray, CPU, offline SmolLM2, 2 examples of e
     python workflows/full_grid.py
     python workflows/full_grid.py grid=smoke results_dir=/tmp/smoke       # tiny model, < 2 minutes
     python workflows/full_grid.py limit=5 taus=[0.5,0.9] workers=2 models=[smollm2] benchmarks=[mbpp,chat]
+    python workflows/full_grid.py grid=smoke --dry-run   # validate, print the plan and an estimate; start nothing
 
 Debug (the same driver through submitit's in-process DebugExecutor; breakpoints work)::
 
@@ -36,12 +37,15 @@ log = logging.getLogger("full_grid")
 
 
 def parse_args(argv: Sequence[str]) -> tuple[str, list[str]]:
-    """``grid=NAME`` picks the grid file; every other ``key=value`` overrides one of its fields."""
+    """``grid=NAME`` picks the grid file; every other ``key=value`` overrides one of its fields
+    (``--dry-run`` is read by :func:`main`)."""
     name, overrides = "local", []
     for arg in argv:
         if arg in ("-h", "--help"):
             print(__doc__)
             raise SystemExit(0)
+        if arg == "--dry-run":
+            continue
         if arg.startswith("grid="):
             name = arg.split("=", 1)[1]
         else:
@@ -83,6 +87,11 @@ def main(argv: Sequence[str]) -> int:
 
     try:
         grid = grid_config(name, overrides)
+        if "--dry-run" in argv:
+            from jobs.dry_run import plan_dry_run
+
+            print(plan_dry_run(grid))
+            return 0
         summary = run(grid)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -6,6 +6,7 @@ Local (default; a couple of minutes on CPU)::
 
     python workflows/nightly.py
     python workflows/nightly.py --report nightly.md        # also copy the report there
+    python workflows/nightly.py --dry-run                  # validate + the plan and an estimate; run nothing
 
 Debug / Slurm (the same grid through submitit; in-process, or one Slurm job)::
 
@@ -55,6 +56,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--update-baseline", action="store_true", help="deliberately rewrite the baseline")
     p.add_argument("--runs", type=int, default=3, help="fresh runs for --update-baseline (tolerances)")
     p.add_argument("--report", type=Path, help="also write the markdown report here")
+    p.add_argument("--dry-run", action="store_true", help="validate, print the plan and an estimate; run nothing")
     return p.parse_args(argv)
 
 
@@ -91,12 +93,25 @@ def check(grid: GridConfig, args: argparse.Namespace) -> int:
     return 0 if cmp.passed else 1
 
 
+def dry_run(grid: GridConfig, args: argparse.Namespace) -> int:
+    """Validate the grid, the cluster and (unless refreshing it) the baseline; print the plan."""
+    from jobs.dry_run import plan_dry_run
+
+    if not args.update_baseline:
+        regression.read_baseline(args.baseline)
+    # each run writes a fresh <results_dir>/<UTC time>/; earlier runs below results_dir fit the estimate
+    print(plan_dry_run(grid, results_dir=Path(grid.results_dir) / "<next run>", fit_on=grid.results_dir))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("streamgen").setLevel(logging.WARNING)
     args = parse_args(argv)
     try:
         grid = grid_config("nightly", args.overrides)
+        if args.dry_run:
+            return dry_run(grid, args)
         return update_baseline(grid, args) if args.update_baseline else check(grid, args)
     except (ConfigError, regression.BaselineError) as exc:
         print(f"error: {exc}", file=sys.stderr)

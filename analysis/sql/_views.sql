@@ -23,8 +23,9 @@ derived AS (
     FROM flagged
 )
 SELECT
-    model, benchmark, acceptance, tau, variant, verifier_mode,
+    model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
     run_id, cell_id, example_id, excluded_reason, error_type,
+    cell_fingerprint,
     is_error, is_excluded, is_included,
     CASE WHEN is_included THEN base_quality END AS q_base,
     CASE WHEN is_included THEN stream_quality END AS q_stream,
@@ -45,6 +46,7 @@ SELECT
             ELSE 'part'
         END
     END AS kept,
+    CASE WHEN is_included THEN base_answer IS DISTINCT FROM stream_answer END AS answer_changed,
     CASE WHEN is_included THEN residual_forwards = 1 END AS one_forward,
     CASE WHEN is_included THEN residual_forwards <= min_residual_forwards END AS at_floor
 FROM derived;

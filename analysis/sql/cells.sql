@@ -8,7 +8,7 @@ SELECT
     acceptance,
     tau,
     variant,
-    verifier_mode,
+    verifier_mode, settings_tag,
     CASE WHEN GROUPING(benchmark) = 1 THEN 'pooled' ELSE 'benchmark' END AS scope,
     count(*) AS n_total,
     count(*) FILTER (WHERE is_included) AS n_included,
@@ -25,9 +25,9 @@ SELECT
     quantile_cont(s_wall, 0.5) AS median_speedup_wall
 FROM pair_rows
 GROUP BY GROUPING SETS (
-    (model, benchmark, acceptance, tau, variant, verifier_mode),
-    (model, acceptance, tau, variant, verifier_mode)
+    (model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag),
+    (model, acceptance, tau, variant, verifier_mode, settings_tag)
 )
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST,
+    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST,
     scope, benchmark;

@@ -7,6 +7,7 @@ SELECT
     coalesce(a.tau, b.tau) AS tau,
     coalesce(a.variant, b.variant) AS variant,
     coalesce(a.verifier_mode, b.verifier_mode) AS verifier_mode,
+    coalesce(a.settings_tag, b.settings_tag) AS settings_tag,
     coalesce(a.scope, b.scope) AS scope,
     coalesce(a.benchmark, b.benchmark) AS benchmark,
     a.n_included AS n_included_a,
@@ -33,7 +34,8 @@ FULL OUTER JOIN models_b b
  AND a.tau IS NOT DISTINCT FROM b.tau
  AND a.variant IS NOT DISTINCT FROM b.variant
  AND a.verifier_mode IS NOT DISTINCT FROM b.verifier_mode
+ AND a.settings_tag IS NOT DISTINCT FROM b.settings_tag
 )
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST,
+    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST,
     CASE scope WHEN 'benchmark' THEN 0 WHEN 'macro' THEN 1 ELSE 2 END, benchmark;

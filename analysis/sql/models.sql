@@ -8,7 +8,7 @@ WITH macro AS (
         acceptance,
         tau,
         variant,
-        verifier_mode,
+        verifier_mode, settings_tag,
         'macro' AS scope,
         sum(n_total)::BIGINT AS n_total,
         sum(n_included)::BIGINT AS n_included,
@@ -25,7 +25,7 @@ WITH macro AS (
         avg(median_speedup_wall) AS median_speedup_wall
     FROM cells
     WHERE scope = 'benchmark'
-    GROUP BY model, acceptance, tau, variant, verifier_mode
+    GROUP BY model, acceptance, tau, variant, verifier_mode, settings_tag
 ),
 unioned AS (
     SELECT * FROM cells
@@ -34,5 +34,5 @@ unioned AS (
 )
 SELECT * FROM unioned
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST,
+    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST,
     CASE scope WHEN 'benchmark' THEN 0 WHEN 'macro' THEN 1 ELSE 2 END, benchmark;

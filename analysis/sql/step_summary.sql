@@ -20,14 +20,14 @@ WITH per_example AS (
     GROUP BY run_id, cell_id, example_id
 ),
 joined AS (
-    SELECT p.model, p.benchmark, p.acceptance, p.tau, p.variant, p.verifier_mode, p.f_residual, e.*
+    SELECT p.model, p.benchmark, p.acceptance, p.tau, p.variant, p.verifier_mode, p.settings_tag, p.f_residual, e.*
     FROM per_example e
     JOIN pair_rows p
       ON e.run_id = p.run_id AND e.cell_id = p.cell_id AND e.example_id = p.example_id
     WHERE p.is_included
 )
 SELECT
-    model, benchmark, acceptance, tau, variant, verifier_mode,
+    model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
     count(*) AS n_examples,
     sum(n_steps)::BIGINT AS n_steps,
     avg(n_steps) AS mean_steps,
@@ -36,6 +36,6 @@ SELECT
     sum(accepted_final)::DOUBLE / NULLIF(sum(draft_in_final), 0) AS accept_ratio_final,
     count(*) FILTER (WHERE final_forwards IS DISTINCT FROM f_residual) AS n_residual_mismatch
 FROM joined
-GROUP BY model, benchmark, acceptance, tau, variant, verifier_mode
+GROUP BY model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, benchmark;
+    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST, benchmark;

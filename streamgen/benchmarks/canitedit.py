@@ -41,7 +41,7 @@ class CanItEditTask:
             reference=fence(row["after"]),
             payload={"tests": row["tests"], "before": row["before"],
                      "libraries": list(row.get("taxonomy", {}).get("libraries", []))},
-            system_prompt=cfg.options.get("system_prompt"),
+            system_prompt=cfg.system_prompt,
         )
 
     def extract(self, example: Example, answer: str) -> Extracted:

@@ -49,7 +49,7 @@ class ChatTask:
             request=render(cfg, {"request": question["turns"][turn - 1]}),
             reference=answers[turn - 1],
             payload={"category": question.get("category", "")},
-            system_prompt=cfg.options.get("system_prompt"),
+            system_prompt=cfg.system_prompt,
         )
 
     @staticmethod
@@ -66,7 +66,7 @@ class ChatTask:
             request=render(cfg, {"request": msgs[last - 1]["content"]}),
             reference=msgs[last]["content"],
             payload={},
-            system_prompt=cfg.options.get("system_prompt"),
+            system_prompt=cfg.system_prompt,
         )
 
     def references(self, example: Example) -> list[str]:

@@ -55,7 +55,7 @@ class CoeditTask:
             request=_request(cfg, row),
             reference=row["tgt"],
             payload={"refs": refs, "task": row.get("task", "")},
-            system_prompt=cfg.options.get("system_prompt"),
+            system_prompt=cfg.system_prompt,
         )
 
     def references(self, example: Example) -> list[str]:

@@ -40,7 +40,7 @@ class Ds1000Task:
             request=render(cfg, {"prompt": row["prompt"]}),
             reference=fence(row["reference_code"]),
             payload={"code_context": row["code_context"], "library": meta["library"]},
-            system_prompt=cfg.options.get("system_prompt"),
+            system_prompt=cfg.system_prompt,
         )
 
     def extract(self, example: Example, answer: str) -> Extracted:

@@ -34,7 +34,7 @@ class HumanEvalTask:
             request=render(cfg, {"prompt": prompt, "entry_point": row["entry_point"]}),
             reference=fence(prompt + row["canonical_solution"]),
             payload={"prompt": prompt, "test": row["test"], "entry_point": row["entry_point"]},
-            system_prompt=cfg.options.get("system_prompt"),
+            system_prompt=cfg.system_prompt,
         )
 
     def extract(self, example: Example, answer: str) -> Extracted:

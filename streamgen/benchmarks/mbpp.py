@@ -56,7 +56,7 @@ class MbppTask:
             reference=fence(code),
             payload={"tests": tests, "imports": list(row.get("test_imports", [])),
                      "setup": row.get("test_setup_code", ""), "entry_point": entry_point(code, tests)},
-            system_prompt=cfg.options.get("system_prompt"),
+            system_prompt=cfg.system_prompt,
         )
 
     def extract(self, example: Example, answer: str) -> Extracted:

@@ -1,0 +1,75 @@
+"""Cell fingerprint: one hash of every setting that can change a cell's results (DESIGN §11).
+
+A cell's *name* is (model, benchmark, acceptance, τ, variant, verifier mode); its *fingerprint* also
+covers the model's weights and decode settings, the benchmark's version and config, the answer
+budget, the example limit, the effective system prompt and ``SCHEMA_VERSION``. Every pairs and steps
+row carries the fingerprint (``cell_fingerprint``); pairs rows also carry the settings themselves
+(``cell_settings``, flat JSON) so the analysis can say which settings differ between two
+fingerprints of one cell name. This module is the only place that decides what enters it.
+
+Also here, because the effective system prompt is part of the fingerprint: how a model's system
+prompt and a benchmark's compose (:func:`effective_system_prompt`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+from streamgen.config import BenchmarkConfig, ModelConfig
+from streamgen.records import SCHEMA_VERSION
+
+HASH_CHARS = 16
+PROMPT_SEPARATOR = "\n\n"
+
+
+def stable_hash(payload: Any, n: int = HASH_CHARS) -> str:
+    """Hex digest of the canonical JSON of ``payload`` (sorted keys, no whitespace)."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def effective_system_prompt(model_prompt: str | None, benchmark_prompt: str | None) -> str | None:
+    """The model's system prompt (if any), then the benchmark's, joined by a blank line; None if neither."""
+    parts = [p for p in (model_prompt, benchmark_prompt) if p]
+    return PROMPT_SEPARATOR.join(parts) if parts else None
+
+
+def _flat(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    """Nested dicts → dotted keys; lists → canonical JSON text (so every value is a JSON scalar)."""
+    if isinstance(value, dict):
+        for k in sorted(value):
+            _flat(f"{prefix}.{k}", value[k], out)
+    elif isinstance(value, (list, tuple)):
+        out[prefix] = json.dumps(list(value), sort_keys=True, default=str)
+    else:
+        out[prefix] = value
+
+
+def cell_settings(model: ModelConfig, benchmark: BenchmarkConfig, *, acceptance: str, tau: float | None,
+                  verifier_mode: str | None, max_new_tokens: int, limit: int | None) -> dict[str, Any]:
+    """Every result-defining setting of a cell as a flat ``{key: scalar}`` dict (keys sorted)."""
+    out: dict[str, Any] = {
+        "model": model.name, "benchmark": benchmark.name, "acceptance": acceptance, "tau": tau,
+        "verifier_mode": verifier_mode, "max_new_tokens": int(max_new_tokens), "limit": limit,
+        "variant": model.variant, "schema_version": SCHEMA_VERSION,
+        "system_prompt": effective_system_prompt(model.system_prompt, benchmark.system_prompt),
+    }
+    skip = {"name", "system_prompt", "variant"}  # already above, as the cell uses them
+    for prefix, cfg in (("model", model), ("benchmark", benchmark)):
+        for f in dataclasses.fields(cfg):
+            if f.name not in skip:
+                _flat(f"{prefix}.{f.name}", getattr(cfg, f.name), out)
+    return dict(sorted(out.items()))
+
+
+def cell_fingerprint(settings: dict[str, Any]) -> str:
+    """The fingerprint of a :func:`cell_settings` dict (16 hex characters)."""
+    return stable_hash(settings)
+
+
+def settings_json(settings: dict[str, Any]) -> str:
+    """The settings as the canonical JSON text stored in ``pairs.cell_settings``."""
+    return json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)

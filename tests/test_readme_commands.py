@@ -1,0 +1,93 @@
+"""Every `python workflows/...` command the README shows passes `--dry-run`.
+
+The commands are parsed from README.md (inline code spans), so a command added there is covered
+without touching this file. Each runs in process (the workflow's ``main``) with ``--dry-run``
+appended: the grid, its cluster config, models' weights, benchmark data and scorers are validated,
+the plan is printed, and nothing starts (no Ray, no Slurm, nothing written).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from streamgen.config import REPO_ROOT
+
+README = REPO_ROOT / "README.md"
+COMMAND = re.compile(r"`(?:[^`]*&&\s*)?(python3? workflows/[a-z_]+\.py[^`]*)`")
+DS1000_VENV = REPO_ROOT / ".venv-ds1000"
+
+pytestmark = pytest.mark.slow
+
+
+def readme_commands() -> list[str]:
+    """The distinct `python workflows/...` commands in README.md, in order of appearance."""
+    found = [m.group(1).strip() for m in COMMAND.finditer(README.read_text())]
+    return list(dict.fromkeys(c for c in found if "..." not in c and "nope" not in c))
+
+
+def test_the_readme_shows_the_commands_users_rely_on() -> None:
+    commands = readme_commands()
+    assert "python workflows/full_grid.py" in commands
+    assert "python workflows/nightly.py" in commands
+    assert any("--dry-run" in c for c in commands)
+    assert any("benchmarks=[mbpp,chat]" in c for c in commands)
+
+
+@pytest.mark.parametrize("command", readme_commands())
+def test_readme_command_passes_dry_run(command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(REPO_ROOT)
+    argv = shlex.split(command)
+    script = Path(argv[1])
+    args = [a for a in argv[2:] if a != "--dry-run"]
+    workflow = importlib.import_module(f"workflows.{script.stem}")
+    before = {p for p in (REPO_ROOT / "results").rglob("*")} if (REPO_ROOT / "results").exists() else set()
+    code = workflow.main([*args, "--dry-run"])
+    out, err = capsys.readouterr()
+    if code == 2 and not DS1000_VENV.exists() and "ds1000" in err and err.count("\n  - ") == 1:
+        pytest.skip(f"{command}: needs the DS-1000 interpreter (bash scripts/ds1000_env.sh): {err.strip()}")
+    assert code == 0, err
+    assert "dry run of grid" in out and "cells" in out and "already complete" in out
+    assert ("no estimate" in out) or ("estimate:" in out) or ("nothing to run" in out)
+    after = {p for p in (REPO_ROOT / "results").rglob("*")} if (REPO_ROOT / "results").exists() else set()
+    assert after == before, "a dry run wrote files"
+
+
+def test_dry_run_counts_complete_shards_and_estimates_from_earlier_rows(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows with settings in results_dir: the plan names the complete shard and gives a forwards
+    estimate = k × (segments + 1) × budget, k fitted on those rows (formula of jobs/dry_run.py)."""
+    from jobs.dry_run import CostModel, plan_dry_run
+    from jobs.plan import plan_grid
+    from jobs.writer import ResultWriter
+    from streamgen.cells import settings_json
+    from streamgen.config import grid_config
+    from tests.analysis_fixtures import pair_record
+
+    grid = grid_config("smoke", ["models=[tiny-llama]", "benchmarks=[mbpp]", "acceptance=[greedy]",
+                                 "limit=3", "shard_size=2", f"results_dir={tmp_path}"])
+    plan = plan_grid(grid)
+    first = plan.shards[0]
+    settings = settings_json(first.cell.settings())
+    rows = [pair_record(shard_id=first.shard_id, example_id=e, model="tiny-llama", n_segments=3,
+                        base_forwards=10, speculative_forwards=20, residual_forwards=2, base_wall_s=1.0,
+                        speculative_wall_s=2.0, residual_wall_s=0.2, cell_settings=settings)
+            for e in first.example_ids]
+    ResultWriter(tmp_path).write_shard(first, rows, [])
+    cost = CostModel.fit(tmp_path)
+    budget = first.cell.max_new_tokens
+    k = (32 * len(rows)) / ((3 + 1) * budget * len(rows))
+    assert cost.forwards_per_unit == {"tiny-llama": pytest.approx(k)}
+    assert cost.seconds_per_forward == {"tiny-llama": pytest.approx(3.2 / 32)}
+    text = plan_dry_run(grid)
+    line = next(x for x in text.splitlines() if x.startswith("tiny-llama/mbpp/greedy"))
+    assert line.split()[1:5] == ["3", "0", "2", "1"]  # examples, excluded, shards, done
+    todo = [e for s in plan.shards[1:] for e in s.example_ids]
+    want = sum(k * (len(plan.segments[("mbpp", e)]) + 1) * budget for e in todo)
+    assert line.split()[5] == f"{want:,.0f}"
+    assert "1 already complete" in text and "estimate:" in text
