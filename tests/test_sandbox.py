@@ -6,13 +6,14 @@ Hostile programs (escapes, bombs) are in test_sandbox_hostile.py.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import tempfile
 
 import pytest
 
-from streamgen.scoring import sandbox
+from streamgen.scoring import _view, sandbox
 from streamgen.scoring.pool import SandboxJob, run_many
 from streamgen.scoring.sandbox import ExecutionResult, SandboxError, execute
 
@@ -160,18 +161,36 @@ def test_bad_arguments_raise() -> None:
         execute("pass", timeout_s=1, files={"../x": ""})
 
 
-@pytest.mark.parametrize("ns_backend", [b for b in BACKENDS if b != "rlimit-only"])
-def test_sandbox_tool_failure_is_an_error(ns_backend: str, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """An interpreter the host sees but the sandbox hides (under the private /tmp): the launcher
-    inside cannot exec it, which is the sandbox's failure (`error`), not the program's."""
-    hidden = tempfile.mkdtemp(prefix="sg-hidden-", dir="/tmp")
+ISOLATING = [b for b in BACKENDS if b != "rlimit-only"]
+
+
+@pytest.mark.parametrize("ns_backend", ISOLATING)
+def test_interpreter_under_tmp_is_visible(ns_backend: str) -> None:
+    """The private /tmp used to hide an interpreter installed under the host's /tmp (every run an
+    `error`); the allow-list binds the interpreter's own path wherever it is."""
+    hidden = tempfile.mkdtemp(prefix="sg-under-tmp-", dir="/tmp")
+    link = os.path.join(hidden, "python3")
     try:
-        os.symlink(sys.executable, os.path.join(hidden, "python3"))
-        r = execute("print(1)", timeout_s=5, backend=ns_backend, python=os.path.join(hidden, "python3"))
+        os.symlink(sys.executable, link)
+        r = execute("import sys\nprint(sys.executable)", timeout_s=10, backend=ns_backend, python=link)
     finally:
-        os.unlink(os.path.join(hidden, "python3"))
+        os.unlink(link)
         os.rmdir(hidden)
+    assert (r.status, r.stdout) == ("passed", link + "\n"), r
+    assert r.view == sandbox.VIEW_VERSION
+
+
+@pytest.mark.parametrize("ns_backend", ISOLATING)
+def test_sandbox_tool_failure_is_an_error(ns_backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A view whose mount cannot be made (its source is gone): bwrap or the unshare script fails
+    before the interpreter starts, which is the sandbox's failure (`error`), not the program's."""
+    real = _view.interpreter_view(os.path.realpath(sys.executable))
+    broken = dataclasses.replace(real, ops=(_view.Op("ro-bind", "/opt/sg-gone", "/nonexistent/sg-gone"),
+                                            *real.ops))
+    monkeypatch.setattr(sandbox, "interpreter_view", lambda python: broken)
+    r = execute("print(1)", timeout_s=10, backend=ns_backend)
     assert r.status == "error" and "before the program started" in r.detail, r
+    assert r.stdout == ""
 
 
 # --- the parallel scorer -------------------------------------------------------------------------
