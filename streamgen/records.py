@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bump when a change alters what a result row means; shard ids include it, so old shards rerun."""
 
 
@@ -74,6 +74,7 @@ class PairRecord:
     sandbox_backend: str | None
     schema_version: int
     code_version: str
+    sandbox_view: str | None = None  # what scored programs could see ('allowlist-1', 'host'); null unscored
 
 
 @dataclass(frozen=True)
