@@ -30,6 +30,13 @@ def run(program: str, backend: str, **kw) -> ExecutionResult:
     return execute(program, backend=backend, **kw)
 
 
+def test_backends_required_here_are_usable() -> None:
+    """CI sets STREAMGEN_REQUIRE_BACKENDS=bwrap,unshare so that neither backend's tests can turn
+    into skips unnoticed (the hostile cases run on each usable one)."""
+    required = [b for b in os.environ.get("STREAMGEN_REQUIRE_BACKENDS", "").split(",") if b]
+    assert not [b for b in required if b not in BACKENDS], (required, BACKENDS)
+
+
 def test_some_backend_is_available_and_bwrap_preferred() -> None:
     assert BACKENDS, "no sandbox backend works here"
     assert BACKENDS[-1] == "rlimit-only"

@@ -322,6 +322,7 @@ def test_unshare_backend_as_root_without_user_namespaces(monkeypatch: pytest.Mon
     prog = f"""import os, socket
 caps = [l for l in open('/proc/self/status').read().splitlines() if l.startswith('CapEff')]
 print(os.getuid(), int(caps[0].split()[1], 16))
+print(sorted(os.listdir('/')))
 for attempt in (lambda: os.remove({str(victim)!r}), lambda: open('/etc/sg-planted', 'w'),
                 lambda: os.open('/dev/vda', os.O_RDONLY),
                 lambda: socket.create_connection(('127.0.0.1', 22), timeout=1)):
@@ -333,6 +334,8 @@ for attempt in (lambda: os.remove({str(victim)!r}), lambda: open('/etc/sg-plante
 """
     r = run(prog, "unshare")
     assert r.status == "passed", r
+    view = _view.interpreter_view(os.path.realpath(sys.executable))
+    assert r.stdout.splitlines()[1] == str(sorted({op.dest.split("/")[1] for op in view.ops if op.dest != "/"}))
     assert r.stdout.splitlines()[0] == "0 0" and "SUCCEEDED" not in r.stdout
     assert victim.read_text() == "keep me" and not os.path.exists("/etc/sg-planted")
 
