@@ -188,6 +188,17 @@ def test_interpreter_under_tmp_is_visible(ns_backend: str) -> None:
 
 
 @pytest.mark.parametrize("ns_backend", ISOLATING)
+def test_a_wrapper_script_runs_the_interpreter_it_names(ns_backend: str, tmp_path) -> None:
+    """A shim (pyenv's, a module system's) is not what runs inside: the interpreter reports its
+    own sys.executable, and that is what the view shows and the sandbox runs."""
+    shim = tmp_path / "python3"
+    shim.write_text(f"#!/bin/sh\nexec {os.path.realpath(sys.executable)} \"$@\"\n")
+    shim.chmod(0o755)
+    r = execute("import sys\nprint(sys.executable)", timeout_s=10, backend=ns_backend, python=str(shim))
+    assert (r.status, r.stdout) == ("passed", os.path.realpath(sys.executable) + "\n"), r
+
+
+@pytest.mark.parametrize("ns_backend", ISOLATING)
 def test_sandbox_tool_failure_is_an_error(ns_backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A view whose mount cannot be made (its source is gone): bwrap or the unshare script fails
     before the interpreter starts, which is the sandbox's failure (`error`), not the program's."""

@@ -149,7 +149,7 @@ for attempt in (lambda: os.remove({str(victim)!r}),
         assert victim.read_text() == "keep me"
         assert not any(p.exists() for p in planted)
     finally:
-        for p in (victim, planted[0]):
+        for p in (victim, *planted):
             p.unlink(missing_ok=True)
         victim_dir.rmdir()
 
@@ -402,10 +402,14 @@ def test_root_shows_exactly_the_allow_list(isolating: str) -> None:
 print(sorted(os.listdir('/')))
 print(sorted(os.listdir('/etc')))
 print(sorted(os.listdir('/tmp')), sorted(os.listdir('/dev/shm')), sorted(os.listdir('/usr/local')))
+print(' '.join(line.split()[4] for line in open('/proc/self/mountinfo')))
 """
     r = run(prog, isolating)
     assert r.status == "passed", r
-    top, etc, rest = r.stdout.splitlines()
+    top, etc, rest, mounts = r.stdout.splitlines()
+    # the namespace holds the view's mounts and nothing of the host's tree (no stacked old root)
+    points = mounts.split()
+    assert points.count("/") == 1 and set(points) <= {"/"} | {op.dest for op in view.ops}, points
     assert top == str(expected_top)
     assert etc == str(sorted({op.dest.split("/")[2] for op in view.ops if op.dest.startswith("/etc/")}))
     assert rest == "['sandbox'] [] []"
@@ -493,9 +497,13 @@ for p in {targets!r}:
 open('kept-in-work-dir', 'w').write('x')
 print(os.listdir('.'))
 """
-    r = run(prog, isolating)
+    try:
+        r = run(prog, isolating)
+        leaked = [p for p in targets if os.path.exists(p)]
+    finally:  # a broken sandbox must not leave a .pth in site-packages behind
+        for p in targets:
+            Path(p).unlink(missing_ok=True)
     assert r.status == "passed", r
     assert "['main.py', 'kept-in-work-dir']" in r.stdout or "['kept-in-work-dir', 'main.py']" in r.stdout
     assert len(r.stdout.splitlines()) == len(targets) + 1  # every attempt ran
-    assert not [p for p in targets if os.path.exists(p)]
-    assert not os.path.exists(os.path.join(site, f"{name}.pth"))
+    assert leaked == []
