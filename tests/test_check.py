@@ -56,3 +56,11 @@ def test_known_failures_must_map_ids_to_reasons() -> None:
     bench = _humaneval(known_failures=["HumanEval/1"])
     with pytest.raises(ConfigError, match="known_failures must map example ids"):
         check_answers(bench, bench.examples(limit=1), lambda e: e.reference)
+
+
+def test_an_unusable_sandbox_backend_is_a_problem_up_front() -> None:
+    """A grid validates benchmarks before any model loads: a configured backend that does not
+    work here is named then, not discovered as failing shards."""
+    problems = load_benchmark(benchmark_config("humaneval", ["options.sandbox_backend=docker"])).problems()
+    assert len(problems) == 1 and "options.sandbox_backend='docker' does not work here" in problems[0]
+    assert load_benchmark(benchmark_config("humaneval", ["options.sandbox_backend=rlimit-only"])).problems() == []

@@ -40,7 +40,8 @@ class Runner:
         python = cfg.options.get("python")
         memory_gb = float(cfg.options.get("memory_gb", 2))
         return cls(timeout_s=float(cfg.timeout_s), python=resolve_python(cfg.name, python),
-                   memory_bytes=int(memory_gb * (1 << 30)), backend=cfg.options.get("sandbox_backend"))
+                   memory_bytes=int(memory_gb * (1 << 30)),
+                   backend=resolve_backend(cfg.name, cfg.options.get("sandbox_backend")))
 
     def run_one(self, program: str) -> Score:
         return self.run_many([program])[0]
@@ -67,6 +68,19 @@ def resolve_python(benchmark: str, python: str | None) -> str | None:
                            "build it (DS-1000: bash scripts/ds1000_env.sh) or set options.python=null "
                            "to use the current interpreter"])
     return str(path)
+
+
+def resolve_backend(benchmark: str, backend: str | None) -> str | None:
+    """A configured sandbox backend, checked usable here (None: the strongest usable one)."""
+    if backend is None:
+        return None
+    from streamgen.scoring.sandbox import available_backends
+
+    if backend not in available_backends():
+        raise ConfigError([f"benchmark {benchmark}: options.sandbox_backend={backend!r} does not work "
+                           f"here (usable: {list(available_backends())}); install bubblewrap, or drop "
+                           "the option to use the strongest usable backend"])
+    return backend
 
 
 def to_score(result: Any) -> Score:

@@ -1,15 +1,18 @@
 """Run one untrusted program in a sandbox and return a typed verdict (see docs/sandbox.md).
 
 `execute(program, timeout_s=...)` writes the program to a fresh temporary directory and runs it with
-`python -I` behind one of three isolation backends, chosen once per process by probing:
+`python -I` behind one of three isolation backends, chosen once per process by probing. The two
+isolating ones show the program the same allow-list view of the host (``_view.py``: ``/usr``, the
+interpreter's own directories read-only, a few synthetic ``/etc`` files, a minimal ``/dev``, its
+own ``/proc``, an empty private ``/tmp`` holding the work dir, nothing else; ``view`` in results):
 
-- ``bwrap``: bubblewrap with every namespace unshared (net, pid, ipc, uts, user, mount), a read-only
-  view of ``/``, private ``/tmp``, ``/run`` and ``/dev``, the work dir as the only writable host path;
+- ``bwrap``: bubblewrap with every namespace unshared (net, pid, ipc, uts, user, mount) building
+  the view from an empty root;
 - ``unshare``: util-linux ``unshare`` (user, net, pid, ipc, uts, mount namespaces) plus a shell step
-  that remounts every mount read-only, hides ``/tmp``, ``/var/tmp``, ``/run``, ``/dev/shm``, and drops
-  all capabilities with ``setpriv`` -- the fallback for clusters without bubblewrap;
-- ``rlimit-only``: resource limits and a process group only; NO network isolation (warned loudly,
-  recorded as ``network_isolated=False``).
+  that builds the view on a tmpfs, ``pivot_root`` s into it, detaches the host's tree and drops all
+  capabilities with ``setpriv`` -- the fallback for clusters without bubblewrap;
+- ``rlimit-only``: resource limits and a process group only; NO network or filesystem isolation
+  (warned loudly, recorded as ``network_isolated=False`` and ``view="host"``).
 
 Every backend applies rlimits through ``prlimit`` (CPU, address space, file size, core=0, processes),
 a scrubbed environment, capped output and a kill of the whole process group, and where this process
@@ -140,8 +143,8 @@ def execute(program: str, *, timeout_s: float, python: str | None = None,
             stdin: str | None = None, work_root: str | None = None) -> ExecutionResult:
     """Run `program` (Python source) with `python -I` in a sandbox; never raises for program faults.
 
-    `python` defaults to this interpreter; it must be visible read-only inside the sandbox (it is:
-    ``/`` is bound read-only). `files` are extra files written next to the program. `cpu_s` defaults
+    `python` defaults to this interpreter; wherever it is installed, its directories join the
+    program's read-only view (resolved once per interpreter). `files` are extra files written next to the program. `cpu_s` defaults
     to `timeout_s`. Output beyond `max_output_bytes` per stream is dropped (flagged truncated); past
     64 times that the program is killed and fails. `work_root` is where the per-run work dir is
     made (default: the system temp dir; on clusters, node-local scratch).
