@@ -72,10 +72,6 @@ class View:
     ops: tuple[Op, ...]
     allowed: tuple[str, ...]  # host paths bound read-only for the interpreter (for logs and docs)
 
-    @property
-    def version(self) -> str:
-        return VIEW_VERSION
-
 
 def system_ops() -> tuple[Op, ...]:
     """The part of every view that does not depend on the interpreter (in mount order)."""
