@@ -41,6 +41,11 @@ class GridAborted(RuntimeError):
     """More examples failed than ``max_error_fraction`` allows; finished shards stay on disk."""
 
 
+class SandboxUnavailable(GridAborted):
+    """The sandbox could not run answers even after its retries: every verdict would be a quiet
+    ``error``. The shard is not written (a rerun recomputes it); finished shards stay on disk."""
+
+
 @dataclass
 class Timings:
     """Where the wall time went (seconds; actor-side figures are summed over actors)."""
@@ -136,6 +141,14 @@ class _GridRun:
         return remote_score_shard(self.context(shard), examples, decoded)
 
     def finish(self, unit: WorkUnit, rows: ShardRows) -> None:
+        if rows.sandbox_errors:
+            shard: Shard = unit.payload
+            raise SandboxUnavailable(
+                f"the sandbox could not run {len(rows.sandbox_errors)} answers of shard {unit.key} "
+                f"({shard.cell.label}) after its retries; first: {rows.sandbox_errors[0].strip()}\n"
+                f"The shard was not written. Check the scorer here with `python -m streamgen.benchmarks "
+                f"check {shard.cell.benchmark.name} --limit 5` (is bubblewrap installed, does the "
+                f"benchmark's options.python run?), then rerun to resume.")
         start = time.perf_counter()
         self.writer.write_shard(unit.payload, rows.pairs, rows.steps)
         self.summary.timings.write_s += time.perf_counter() - start
@@ -185,7 +198,8 @@ def device_inventory(actor_devices: dict[str, str]) -> dict[str, Any]:
 def run_grid(grid: GridConfig, *, progress: bool | None = None,
              on_dispatch: Callable[[Any, WorkUnit], None] | None = None) -> GridSummary:
     """Run (or resume) ``grid``; returns what was done. Raises ConfigError before any actor starts
-    when the grid is invalid, and GridAborted past ``max_error_fraction``."""
+    when the grid is invalid, GridAborted past ``max_error_fraction``, and SandboxUnavailable
+    (a GridAborted) when the sandbox cannot run answers after its retries."""
     start = time.perf_counter()
     plan = plan_grid(grid)
     writer = ResultWriter(grid.results_dir)

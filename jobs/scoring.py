@@ -78,6 +78,7 @@ class ShardRows:
     errors: int
     excluded: int
     score_s: float
+    sandbox_errors: tuple[str, ...] = ()  # answers the sandbox could not run after its retries (detail)
 
 
 def score_shard(ctx: ShardContext, examples: Sequence[Any], decoded: DecodedShard) -> ShardRows:
@@ -102,7 +103,8 @@ def score_shard(ctx: ShardContext, examples: Sequence[Any], decoded: DecodedShar
         pairs.append(records.pair)
         steps.extend(records.steps)
     return ShardRows(tuple(pairs), tuple(steps), sum(p.error_type is not None for p in pairs),
-                     sum(p.excluded_reason is not None for p in pairs), time.perf_counter() - start)
+                     sum(p.excluded_reason is not None for p in pairs), time.perf_counter() - start,
+                     tuple(s.detail[-500:] for s in scores if s.status == "error"))
 
 
 def _records(record_ctx: Any, example_id: str, n_segments: int, reason: str | None, result: ExampleResult,
@@ -118,7 +120,7 @@ def _records(record_ctx: Any, example_id: str, n_segments: int, reason: str | No
     base, stream = scores
     return build_records(result.outcome, record_ctx, base.quality, stream.quality,
                          base_score_status=base.status, stream_score_status=stream.status,
-                         sandbox_backend=base.backend or stream.backend)
+                         sandbox_backend=base.backend or stream.backend, sandbox_view=base.view or stream.view)
 
 
 def failed_shard_rows(ctx: ShardContext, error: str, device: str = "unknown") -> ShardRows:

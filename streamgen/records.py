@@ -79,6 +79,7 @@ class PairRecord:
     token_threshold: float | None = None
     cell_fingerprint: str | None = None  # hash of every result-defining setting (streamgen.cells); null before v2
     cell_settings: str | None = None  # those settings as flat JSON, so the analysis can say what differs
+    sandbox_view: str | None = None  # what scored programs could see ('allowlist-1', 'host'); null unscored
 
 
 @dataclass(frozen=True)

@@ -180,7 +180,7 @@ _NULL_COSTS = dict.fromkeys(
      "speculative_wall_s", "base_forward_wall_s", "residual_forward_wall_s", "base_tokens_fed",
      "residual_tokens_fed", "min_residual_forwards", "draft_tokens_final", "accepted_tokens_final",
      "base_answer_tokens", "stream_answer_tokens", "base_answer", "stream_answer", "base_quality",
-     "stream_quality", "base_score_status", "stream_score_status", "run_order", "sandbox_backend"))
+     "stream_quality", "base_score_status", "stream_score_status", "run_order", "sandbox_backend", "sandbox_view"))
 
 
 def _pair(ctx: RecordContext, example_id: str, n_segments: int, **values: object) -> PairRecord:
@@ -196,7 +196,8 @@ def _pair(ctx: RecordContext, example_id: str, n_segments: int, **values: object
 
 def build_records(outcome: PairOutcome, ctx: RecordContext, base_quality: float | None = None,
                   stream_quality: float | None = None, *, base_score_status: str | None = None,
-                  stream_score_status: str | None = None, sandbox_backend: str | None = None) -> Records:
+                  stream_score_status: str | None = None, sandbox_backend: str | None = None,
+                  sandbox_view: str | None = None) -> Records:
     """The pair row and one step row per segment arrival, exactly as DESIGN §2/§5 define the costs.
 
     Scores are None until scored. An empty answer on either side marks the row excluded
@@ -217,7 +218,8 @@ def build_records(outcome: PairOutcome, ctx: RecordContext, base_quality: float 
         accepted_tokens_final=final.accepted_tokens, base_answer_tokens=len(base.token_ids),
         stream_answer_tokens=len(final.answer.token_ids), base_answer=base.text, stream_answer=final.answer.text,
         base_quality=base_quality, stream_quality=stream_quality, base_score_status=base_score_status,
-        stream_score_status=stream_score_status, run_order=outcome.run_order, sandbox_backend=sandbox_backend)
+        stream_score_status=stream_score_status, run_order=outcome.run_order, sandbox_backend=sandbox_backend,
+        sandbox_view=sandbox_view)
     return Records(pair, step_records(outcome, ctx))
 
 

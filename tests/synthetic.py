@@ -127,6 +127,7 @@ def pairs_table(spec: SyntheticSpec, cell_index: int, n: int, rng: np.random.Gen
         "code_version": "synthetic",
         "actor_id": None,
         "sandbox_backend": None,
+        "sandbox_view": None,
         "base_score_status": None,
         "stream_score_status": None,
         "error_traceback": None,

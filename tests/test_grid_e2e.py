@@ -157,3 +157,42 @@ def test_local_ray_listens_and_connects_on_loopback_only() -> None:
     assert seen > 10, "the Ray processes' sockets were not visible"
     assert not outside, outside
     assert all(n["NodeManagerAddress"] == "127.0.0.1" for n in ray.nodes())
+
+
+def test_a_sandbox_that_cannot_run_answers_fails_the_run_loudly(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every answer a sandbox `error` after its retries must not finish as a green run with a quiet
+    column of `error` verdicts: the run raises, naming the fix, and writes no such shard."""
+    import shutil
+
+    from jobs.driver import GridAborted, SandboxUnavailable
+    from streamgen.config import configs_dir
+
+    configs = tmp_path / "configs"
+    shutil.copytree(configs_dir(), configs)
+    yaml = configs / "benchmarks" / "humaneval.yaml"
+    assert yaml.read_text().rstrip().splitlines()[-4] == "options:"  # python goes under it, beside system_prompt
+    yaml.write_text(yaml.read_text().rstrip("\n") + "\n  python: /bin/false   # runs, but no Python: nothing starts\n")
+    monkeypatch.setenv("STREAMGEN_CONFIGS", str(configs))
+    results = tmp_path / "results"
+    grid = grid_config("smoke", [*SMALL, "benchmarks=[humaneval]", "limit=2", "workers=1", "max_error_fraction=1.0",
+                                 f"results_dir={results}"])
+    with pytest.raises(SandboxUnavailable, match="streamgen.benchmarks check humaneval") as caught:
+        run_grid(grid, progress=False)
+    assert isinstance(caught.value, GridAborted)  # the workflows' handler reports it and exits 1
+    assert "could not describe itself" in str(caught.value)  # the sandbox's own reason is carried
+    assert not (results / "pairs").exists() or not list((results / "pairs").rglob("*.parquet"))
+
+
+def test_rows_record_the_sandbox_backend_and_view(tmp_path: Path) -> None:
+    from streamgen.scoring.sandbox import select_backend, view_name
+
+    grid = grid_config("smoke", [*SMALL, "benchmarks=[humaneval]", "limit=2", "workers=1",
+                                 f"results_dir={tmp_path}"])
+    run_grid(grid, progress=False)
+    pairs = rows(tmp_path, "pairs")
+    ran = [r for r in pairs if r["sandbox_backend"] is not None]
+    assert ran, "no answer of the grid reached the sandbox"  # humaneval completions always run
+    backend = select_backend()
+    assert {(r["sandbox_backend"], r["sandbox_view"]) for r in ran} == {(backend, view_name(backend))}
+    assert all(r["sandbox_view"] is None for r in pairs if r["sandbox_backend"] is None)

@@ -6,13 +6,14 @@ Hostile programs (escapes, bombs) are in test_sandbox_hostile.py.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import tempfile
 
 import pytest
 
-from streamgen.scoring import sandbox
+from streamgen.scoring import _view, sandbox
 from streamgen.scoring.pool import SandboxJob, run_many
 from streamgen.scoring.sandbox import ExecutionResult, SandboxError, execute
 
@@ -27,6 +28,13 @@ def backend(request: pytest.FixtureRequest) -> str:
 def run(program: str, backend: str, **kw) -> ExecutionResult:
     kw.setdefault("timeout_s", 10)
     return execute(program, backend=backend, **kw)
+
+
+def test_backends_required_here_are_usable() -> None:
+    """CI sets STREAMGEN_REQUIRE_BACKENDS=bwrap,unshare so that neither backend's tests can turn
+    into skips unnoticed (the hostile cases run on each usable one)."""
+    required = [b for b in os.environ.get("STREAMGEN_REQUIRE_BACKENDS", "").split(",") if b]
+    assert not [b for b in required if b not in BACKENDS], (required, BACKENDS)
 
 
 def test_some_backend_is_available_and_bwrap_preferred() -> None:
@@ -160,18 +168,47 @@ def test_bad_arguments_raise() -> None:
         execute("pass", timeout_s=1, files={"../x": ""})
 
 
-@pytest.mark.parametrize("ns_backend", [b for b in BACKENDS if b != "rlimit-only"])
-def test_sandbox_tool_failure_is_an_error(ns_backend: str, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """An interpreter the host sees but the sandbox hides (under the private /tmp): the launcher
-    inside cannot exec it, which is the sandbox's failure (`error`), not the program's."""
-    hidden = tempfile.mkdtemp(prefix="sg-hidden-", dir="/tmp")
+ISOLATING = [b for b in BACKENDS if b != "rlimit-only"]
+
+
+@pytest.mark.parametrize("ns_backend", ISOLATING)
+def test_interpreter_under_tmp_is_visible(ns_backend: str) -> None:
+    """The private /tmp used to hide an interpreter installed under the host's /tmp (every run an
+    `error`); the allow-list binds the interpreter's own path wherever it is."""
+    hidden = tempfile.mkdtemp(prefix="sg-under-tmp-", dir="/tmp")
+    link = os.path.join(hidden, "python3")
     try:
-        os.symlink(sys.executable, os.path.join(hidden, "python3"))
-        r = execute("print(1)", timeout_s=5, backend=ns_backend, python=os.path.join(hidden, "python3"))
+        os.symlink(sys.executable, link)
+        r = execute("import sys\nprint(sys.executable)", timeout_s=10, backend=ns_backend, python=link)
     finally:
-        os.unlink(os.path.join(hidden, "python3"))
+        os.unlink(link)
         os.rmdir(hidden)
+    assert (r.status, r.stdout) == ("passed", link + "\n"), r
+    assert r.view == sandbox.VIEW_VERSION
+
+
+@pytest.mark.parametrize("ns_backend", ISOLATING)
+def test_a_wrapper_script_runs_the_interpreter_it_names(ns_backend: str, tmp_path) -> None:
+    """A shim (pyenv's, a module system's) is not what runs inside: the interpreter reports its
+    own sys.executable, and that is what the view shows and the sandbox runs."""
+    shim = tmp_path / "python3"
+    shim.write_text(f"#!/bin/sh\nexec {os.path.realpath(sys.executable)} \"$@\"\n")
+    shim.chmod(0o755)
+    r = execute("import sys\nprint(sys.executable)", timeout_s=10, backend=ns_backend, python=str(shim))
+    assert (r.status, r.stdout) == ("passed", os.path.realpath(sys.executable) + "\n"), r
+
+
+@pytest.mark.parametrize("ns_backend", ISOLATING)
+def test_sandbox_tool_failure_is_an_error(ns_backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A view whose mount cannot be made (its source is gone): bwrap or the unshare script fails
+    before the interpreter starts, which is the sandbox's failure (`error`), not the program's."""
+    real = _view.interpreter_view(os.path.realpath(sys.executable))
+    broken = dataclasses.replace(real, ops=(_view.Op("ro-bind", "/opt/sg-gone", "/nonexistent/sg-gone"),
+                                            *real.ops))
+    monkeypatch.setattr(sandbox, "interpreter_view", lambda python: broken)
+    r = execute("print(1)", timeout_s=10, backend=ns_backend)
     assert r.status == "error" and "before the program started" in r.detail, r
+    assert r.stdout == ""
 
 
 # --- the parallel scorer -------------------------------------------------------------------------

@@ -8,15 +8,20 @@ process boundary (docs/sandbox.md), so those cases run on the namespace backends
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import sys
+import sysconfig
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from streamgen.scoring import _isolation as iso
-from streamgen.scoring import sandbox
+from streamgen.scoring import _view, sandbox
 from streamgen.scoring._isolation import cgroup_bases
 from streamgen.scoring.sandbox import ExecutionResult, execute
 
@@ -144,7 +149,7 @@ for attempt in (lambda: os.remove({str(victim)!r}),
         assert victim.read_text() == "keep me"
         assert not any(p.exists() for p in planted)
     finally:
-        for p in (victim, planted[0]):
+        for p in (victim, *planted):
             p.unlink(missing_ok=True)
         victim_dir.rmdir()
 
@@ -317,6 +322,7 @@ def test_unshare_backend_as_root_without_user_namespaces(monkeypatch: pytest.Mon
     prog = f"""import os, socket
 caps = [l for l in open('/proc/self/status').read().splitlines() if l.startswith('CapEff')]
 print(os.getuid(), int(caps[0].split()[1], 16))
+print(sorted(os.listdir('/')))
 for attempt in (lambda: os.remove({str(victim)!r}), lambda: open('/etc/sg-planted', 'w'),
                 lambda: os.open('/dev/vda', os.O_RDONLY),
                 lambda: socket.create_connection(('127.0.0.1', 22), timeout=1)):
@@ -328,6 +334,8 @@ for attempt in (lambda: os.remove({str(victim)!r}), lambda: open('/etc/sg-plante
 """
     r = run(prog, "unshare")
     assert r.status == "passed", r
+    view = _view.interpreter_view(os.path.realpath(sys.executable))
+    assert r.stdout.splitlines()[1] == str(sorted({op.dest.split("/")[1] for op in view.ops if op.dest != "/"}))
     assert r.stdout.splitlines()[0] == "0 0" and "SUCCEEDED" not in r.stdout
     assert victim.read_text() == "keep me" and not os.path.exists("/etc/sg-planted")
 
@@ -347,3 +355,155 @@ except OSError as exc:
     finally:
         secret_file.unlink()
     assert r.status == "passed" and secret not in r.stdout and "blocked" in r.stdout, r
+
+
+# --- the allow-list view: nothing of the host but what the program needs ------------------------
+
+
+@pytest.fixture
+def outside_dir() -> Iterator[Path]:
+    """A fresh root-owned directory outside the allow-list, visible on the host."""
+    parent = "/var/lib" if os.access("/var/lib", os.W_OK) else str(Path.home())
+    path = Path(tempfile.mkdtemp(prefix="streamgen-outside-", dir=parent))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _attempts(program_lines: list[str]) -> str:
+    """A program running each expression, printing 'LEAK <repr>' on success or 'blocked <errno>'."""
+    body = "\n".join(f"try:\n    print('LEAK', repr({line}))\nexcept OSError as exc:\n    print('blocked', exc.errno)"
+                     for line in program_lines)
+    return "import os, socket\n" + body
+
+
+def test_root_only_files_outside_the_allow_list_cannot_be_read_or_stated(isolating: str,
+                                                                         outside_dir: Path) -> None:
+    secret = f"root-only-{uuid.uuid4().hex}"
+    target = outside_dir / "secret.txt"
+    target.write_text(secret)
+    target.chmod(0o600)
+    host_only = [p for p in ("/etc/shadow", "/etc/hostname", "/run", "/var", "/sys", "/home", "/opt")
+                 if os.path.exists(p)]
+    assert os.access(target, os.R_OK) and host_only  # the host (root) sees all of them
+    tries = [f"open({str(target)!r}).read()", f"os.stat({str(target)!r})", f"os.listdir({str(outside_dir)!r})",
+             *[f"os.stat({p!r})" for p in host_only]]
+    r = run(_attempts(tries), isolating)
+    assert r.status == "passed", r
+    assert secret not in r.stdout
+    assert r.stdout.splitlines() == ["blocked 2"] * len(tries)  # every attempt ran; nothing exists there
+
+
+def test_root_shows_exactly_the_allow_list(isolating: str) -> None:
+    view = _view.interpreter_view(os.path.realpath(sys.executable))
+    expected_top = sorted({op.dest.split("/")[1] for op in view.ops if op.dest != "/"})
+    prog = """import os
+print(sorted(os.listdir('/')))
+print(sorted(os.listdir('/etc')))
+print(sorted(os.listdir('/tmp')), sorted(os.listdir('/dev/shm')), sorted(os.listdir('/usr/local')))
+print(' '.join(line.split()[4] for line in open('/proc/self/mountinfo')))
+"""
+    r = run(prog, isolating)
+    assert r.status == "passed", r
+    top, etc, rest, mounts = r.stdout.splitlines()
+    # the namespace holds the view's mounts and nothing of the host's tree (no stacked old root)
+    points = mounts.split()
+    assert points.count("/") == 1 and set(points) <= {"/"} | {op.dest for op in view.ops}, points
+    assert top == str(expected_top)
+    assert etc == str(sorted({op.dest.split("/")[2] for op in view.ops if op.dest.startswith("/etc/")}))
+    assert rest == "['sandbox'] [] []"
+    assert not {"home", "run", "var", "srv", "opt", "mnt", "sys", "work"} & set(eval(top))  # noqa: S307
+
+
+def test_host_unix_sockets_are_unreachable(isolating: str, outside_dir: Path) -> None:
+    path = str(outside_dir / "service.sock")
+    abstract = f"\0streamgen-test-{uuid.uuid4().hex[:12]}"
+    listeners = []
+    for address in (path, abstract):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(address)
+        s.listen(8)
+        s.setblocking(False)
+        listeners.append(s)
+    try:
+        with socket.socket(socket.AF_UNIX) as probe:  # the host can reach the path socket
+            probe.connect(path)
+            time.sleep(0.05)
+            listeners[0].accept()[0].close()
+        tries = [f"socket.socket(socket.AF_UNIX).connect({a!r})" for a in (path, abstract)]
+        r = run(_attempts(tries), isolating)
+        time.sleep(0.2)
+        for s in listeners:
+            with pytest.raises(BlockingIOError):
+                s.accept()
+    finally:
+        for s in listeners:
+            s.close()
+    assert r.status == "passed" and "LEAK" not in r.stdout, r.stdout
+    assert r.stdout.splitlines() == ["blocked 2", "blocked 111"]  # no such file; refused (own netns)
+
+
+def test_no_tcp_or_udp_leaves_the_network_namespace(isolating: str) -> None:
+    listeners, receivers = [], []
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        t = socket.socket(family, socket.SOCK_STREAM)
+        t.bind((host, 0))
+        t.listen(8)
+        t.setblocking(False)
+        u = socket.socket(family, socket.SOCK_DGRAM)
+        u.bind((host, 0))
+        u.setblocking(False)
+        listeners.append((host, t))
+        receivers.append((host, u))
+    tries = [f"socket.create_connection(({h!r}, {s.getsockname()[1]}), timeout=1).sendall(b'leak')"
+             for h, s in listeners]
+    udp = "".join(f"\nsocket.socket({'socket.AF_INET6' if ':' in h else 'socket.AF_INET'}, socket.SOCK_DGRAM)"
+                  f".sendto(b'leak', ({h!r}, {u.getsockname()[1]}))" for h, u in receivers)
+    prog = _attempts(tries) + "\nprint(sorted(n for _, n in socket.if_nameindex()))" + \
+        f"\ntry:{udp.replace(chr(10), chr(10) + '    ')}\nexcept OSError as exc:\n    print('udp blocked', exc.errno)"
+    try:
+        r = run(prog, isolating)
+        time.sleep(0.2)
+        for _, t in listeners:
+            with pytest.raises(BlockingIOError):
+                t.accept()
+        for _, u in receivers:
+            with pytest.raises(BlockingIOError):
+                u.recvfrom(64)
+    finally:
+        for _, s in listeners + receivers:
+            s.close()
+    assert r.status == "passed", r
+    lines = r.stdout.splitlines()
+    assert all(x.startswith("blocked") for x in lines[:2]) and lines[3:] == ["udp blocked 101"] or \
+        lines[3:] == [], lines  # unreachable (lo down) or sent into the namespace's own loopback
+    assert lines[2] == "['lo']", lines  # the namespace's own loopback only: no route to the host
+
+
+def test_writes_anywhere_but_the_work_dir_do_not_reach_the_host(isolating: str, tmp_path: Path) -> None:
+    name = f"sg-planted-{uuid.uuid4().hex[:8]}"
+    site = sysconfig.get_paths()["purelib"]
+    targets = [f"/{name}", f"/etc/{name}", f"/usr/{name}", f"{site}/{name}.pth", f"/tmp/{name}",
+               f"/dev/shm/{name}", f"/var/tmp/{name}", f"{tmp_path}/{name}", f"/root/{name}"]
+    prog = f"""import os
+for p in {targets!r}:
+    try:
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        open(p, 'w').write('x')
+        print('wrote', p)
+    except OSError as exc:
+        print('blocked', exc.errno)
+open('kept-in-work-dir', 'w').write('x')
+print(os.listdir('.'))
+"""
+    try:
+        r = run(prog, isolating)
+        leaked = [p for p in targets if os.path.exists(p)]
+    finally:  # a broken sandbox must not leave a .pth in site-packages behind
+        for p in targets:
+            Path(p).unlink(missing_ok=True)
+    assert r.status == "passed", r
+    assert "['main.py', 'kept-in-work-dir']" in r.stdout or "['kept-in-work-dir', 'main.py']" in r.stdout
+    assert len(r.stdout.splitlines()) == len(targets) + 1  # every attempt ran
+    assert leaked == []

@@ -68,13 +68,15 @@ class Score:
     ``quality`` in [0, 1]: pass@1 (1.0 passed, 0.0 otherwise) or token F1. ``status``: ``passed``,
     ``failed``, ``timeout``, ``error`` (the sandbox could not run it after retries; not a verdict,
     quality is then meaningless) or ``f1``. ``detail``: why (the tail of stderr, how code was
-    extracted). ``backend``: the sandbox backend, or None when nothing ran.
+    extracted). ``backend``: the sandbox backend, or None when nothing ran; ``view``: what the
+    program could see (``streamgen.scoring.sandbox.view_name``), or None when nothing ran.
     """
 
     quality: float
     status: str
     detail: str = ""
     backend: str | None = None
+    view: str | None = None
 
 
 @runtime_checkable

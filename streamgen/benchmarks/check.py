@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from streamgen.benchmarks import Benchmark, Example, Score
+from streamgen.config import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -35,10 +36,23 @@ class CheckReport:
     statuses: dict[str, int]
     failures: tuple[Failure, ...]
     wall_s: float
+    known_failures: dict[str, str] = field(default_factory=dict)  # declared in the YAML: id → why
+
+    @property
+    def unexpected(self) -> tuple[Failure, ...]:
+        """Failures not declared known, and every sandbox ``error`` (never an expected outcome)."""
+        return tuple(f for f in self.failures if f.example_id not in self.known_failures or f.status == "error")
+
+    @property
+    def ok(self) -> bool:
+        return not self.unexpected
 
     def line(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.statuses.items()))
-        return f"{self.benchmark}: {self.passed}/{self.total} pass ({counts}) in {self.wall_s:.1f} s"
+        known = len(self.failures) - len(self.unexpected)
+        verdict = "OK" if self.ok else f"NOT OK: {len(self.unexpected)} unexpected"
+        return (f"{self.benchmark}: {self.passed}/{self.total} pass ({counts}; {known} known failures) "
+                f"in {self.wall_s:.1f} s: {verdict}")
 
 
 def _passed(score: Score) -> bool:
@@ -59,7 +73,17 @@ def check_answers(bench: Benchmark, examples: Sequence[Example], answer: Callabl
         statuses=dict(Counter(s.status for s in scores)),
         failures=failures,
         wall_s=time.perf_counter() - start,
+        known_failures=known_failures(bench),
     )
+
+
+def known_failures(bench: Benchmark) -> dict[str, str]:
+    """``options.known_failures`` of the benchmark's YAML: example id → why it cannot pass here."""
+    known = bench.cfg.options.get("known_failures") or {}
+    if not isinstance(known, Mapping) or not all(isinstance(v, str) for v in known.values()):
+        raise ConfigError([f"benchmark {bench.cfg.name}: options.known_failures must map example ids "
+                           f"to the reason each cannot pass, got {known!r}"])
+    return {str(k): v for k, v in known.items()}
 
 
 def check_references(bench: Benchmark, examples: Sequence[Example], *, workers: int = 1) -> CheckReport:

@@ -8,6 +8,7 @@ pass@1. An answer with no code at all fails without running anything.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,5 +86,5 @@ class CodeBenchmark:
         for program, verdict, how in planned:
             score = verdict if program is None else next(ran)
             assert score is not None
-            scores.append(Score(score.quality, score.status, f"[{how}] {score.detail}", score.backend))
+            scores.append(dataclasses.replace(score, detail=f"[{how}] {score.detail}"))
         return scores

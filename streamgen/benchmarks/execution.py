@@ -28,17 +28,20 @@ class Runner:
     python: str | None = None  # None: the current interpreter
     memory_bytes: int = 2 << 30
     retries: int = 2
+    backend: str | None = None  # None: the strongest usable sandbox backend
 
     @classmethod
     def from_config(cls, cfg: BenchmarkConfig) -> Runner:
-        """From ``timeout_s`` and ``options.python`` / ``options.memory_gb`` of the benchmark.
+        """From ``timeout_s`` and ``options.python`` / ``options.memory_gb`` /
+        ``options.sandbox_backend`` of the benchmark.
 
         Raises :class:`ConfigError` when the configured interpreter does not exist.
         """
         python = cfg.options.get("python")
         memory_gb = float(cfg.options.get("memory_gb", 2))
         return cls(timeout_s=float(cfg.timeout_s), python=resolve_python(cfg.name, python),
-                   memory_bytes=int(memory_gb * (1 << 30)))
+                   memory_bytes=int(memory_gb * (1 << 30)),
+                   backend=resolve_backend(cfg.name, cfg.options.get("sandbox_backend")))
 
     def run_one(self, program: str) -> Score:
         return self.run_many([program])[0]
@@ -49,7 +52,8 @@ class Runner:
         from streamgen.scoring.pool import run_many
 
         results = run_many(list(programs), timeout_s=self.timeout_s, workers=max(1, workers),
-                           python=self.python, retries=self.retries, memory_bytes=self.memory_bytes)
+                           python=self.python, retries=self.retries, memory_bytes=self.memory_bytes,
+                           backend=self.backend)
         return [to_score(r) for r in results]
 
 
@@ -66,8 +70,22 @@ def resolve_python(benchmark: str, python: str | None) -> str | None:
     return str(path)
 
 
+def resolve_backend(benchmark: str, backend: str | None) -> str | None:
+    """A configured sandbox backend, checked usable here (None: the strongest usable one)."""
+    if backend is None:
+        return None
+    from streamgen.scoring.sandbox import available_backends
+
+    if backend not in available_backends():
+        raise ConfigError([f"benchmark {benchmark}: options.sandbox_backend={backend!r} does not work "
+                           f"here (usable: {list(available_backends())}); install bubblewrap, or drop "
+                           "the option to use the strongest usable backend"])
+    return backend
+
+
 def to_score(result: Any) -> Score:
     """A sandbox ``ExecutionResult`` as a :class:`Score` (quality 0.0 and status error when no verdict)."""
     detail = (result.stderr or result.detail or "")[-DETAIL_CHARS:]
     quality = 0.0 if result.status == "error" else pass_at_1(result.status)
-    return Score(quality=quality, status=result.status, detail=detail, backend=str(result.backend))
+    return Score(quality=quality, status=result.status, detail=detail, backend=str(result.backend),
+                 view=result.view or None)

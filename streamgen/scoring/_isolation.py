@@ -15,54 +15,20 @@ import time
 import uuid
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, NamedTuple
+
+from streamgen.scoring._view import INNER_DIR, View, base_view, bwrap_args, unshare_script
 
 logger = logging.getLogger(__name__)
 
 Backend = Literal["bwrap", "unshare", "rlimit-only"]
 BACKENDS: tuple[Backend, ...] = ("bwrap", "unshare", "rlimit-only")
 PROGRAM_NAME = "main.py"
-INNER_DIR = "/tmp/sandbox"  # the work dir as the program sees it under bwrap / unshare
 _SANDBOX_UID = "65534"  # "nobody" inside the user namespace
-_MASKED_DIRS = ("/root", "/home")  # hidden, except for the interpreter's installation
 _CGROUP_ROOT = "/sys/fs/cgroup"
 # Processes of ours inside the run's cgroup besides the program's: bwrap's outer process and its
 # init, unshare and its pid-1 shell, or the rlimit-only shell.
 _OVERHEAD_PIDS: dict[str, int] = {"bwrap": 2, "unshare": 2, "rlimit-only": 1}
-
-# Runs as root of a fresh mount namespace (unshare backend): hide the writable shared dirs, /run
-# and the home dirs (but the interpreter's installation), remount everything else read-only, give a minimal /dev (no disks), move the work dir to
-# INNER_DIR, drop every capability; the shell stays as pid 1 of the pid namespace.
-_UNSHARE_SCRIPT = r"""
-wd=$(pwd); size=$1; masks=$2; keeps=$3; shift 3
-mount -t tmpfs -o size=1m,mode=755 tmpfs /run
-mkdir /run/w
-mount --bind "$wd" /run/w
-awk '{print $2}' /proc/self/mounts | while read -r m; do
-  case "$m" in /run|/run/w) ;; *) mount -o remount,bind,ro "$m" || exit 1;; esac
-done
-i=0; printf '%s\n' "$keeps" | while IFS= read -r k; do [ -n "$k" ] || continue
-  i=$((i+1)); mkdir -p /run/keep/$i; mount --bind "$k" /run/keep/$i; done
-printf '%s\n' "$masks" | while IFS= read -r m; do [ -z "$m" ] || mount -t tmpfs -o size=1m tmpfs "$m"; done
-i=0; printf '%s\n' "$keeps" | while IFS= read -r k; do [ -n "$k" ] || continue
-  i=$((i+1)); mkdir -p "$k"; mount --move /run/keep/$i "$k"; done
-mount -t tmpfs -o size="$size",mode=1777 tmpfs /tmp
-mkdir /tmp/sandbox
-mount --move /run/w /tmp/sandbox
-mount -t tmpfs -o size="$size",mode=1777 tmpfs /var/tmp
-mkdir /run/dev
-mount -t tmpfs -o size=64k,mode=755 tmpfs /run/dev
-for n in null zero full random urandom; do : > /run/dev/$n; mount --bind /dev/$n /run/dev/$n; done
-for n in stdin:0 stdout:1 stderr:2; do ln -s /proc/self/fd/${n#*:} /run/dev/${n%:*}; done
-ln -s /proc/self/fd /run/dev/fd
-mkdir /run/dev/shm
-mount --move /run/dev /dev
-mount -t tmpfs -o size="$size",mode=1777 tmpfs /dev/shm
-cd /tmp/sandbox
-set +e  # stay as pid 1 so the program's death by a signal comes back as 128+N
-setpriv --bounding-set=-all --inh-caps=-all --no-new-privs -- "$@"
-exit $?
-"""
 # Joins the per-run cgroups before anything else starts, so every descendant is counted.
 _CGROUP_JOIN = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
 
@@ -82,7 +48,7 @@ def scrubbed_env(python: str, home: str = INNER_DIR) -> dict[str, str]:
     """The whole environment a program sees: no secrets, one thread per numeric library."""
     bindir = os.path.dirname(os.path.abspath(python))
     return {
-        "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": "/tmp",
+        "PATH": f"{bindir}:/usr/bin:/bin", "HOME": home, "TMPDIR": "/tmp",
         "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
         "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
         "NUMEXPR_NUM_THREADS": "1", "MPLBACKEND": "Agg",
@@ -106,24 +72,43 @@ runpy.run_path({name!r}, run_name='__main__')
 """
 
 
-def command(backend: Backend, python: str, workdir: str, limits: Limits,
+class RunDirs(NamedTuple):
+    """A run's host directories: ``base`` (removed afterwards) holds ``work`` (the program's work
+    dir) and ``mount`` (an empty mount point for the unshare backend's new root)."""
+
+    base: str
+    work: str
+    mount: str
+
+    @classmethod
+    def create(cls, parent: str | None) -> RunDirs:
+        base = tempfile.mkdtemp(prefix="streamgen-sbx-", dir=parent)
+        dirs = cls(base, os.path.join(base, "work"), os.path.join(base, "root"))
+        os.mkdir(dirs.work)
+        os.mkdir(dirs.mount)
+        return dirs
+
+
+def command(backend: Backend, view: View, dirs: RunDirs, limits: Limits,
             slot: CgroupSlot | None, marker_fd: int) -> list[str]:
-    """The argv that runs ``main.py`` in `workdir` with ``python -I`` behind `backend`."""
+    """The argv that runs ``main.py`` in the work dir with ``python -I`` behind `backend`."""
     bootstrap = _BOOTSTRAP.format(fd=marker_fd, name=PROGRAM_NAME)
-    return wrap(backend, [python, "-I", "-c", bootstrap], workdir, limits, slot)
+    return wrap(backend, [view.executable, "-I", "-c", bootstrap], dirs, limits, slot, view)
 
 
-def wrap(backend: Backend, tail: list[str], workdir: str, limits: Limits,
-         slot: CgroupSlot | None) -> list[str]:
+def wrap(backend: Backend, tail: list[str], dirs: RunDirs, limits: Limits,
+         slot: CgroupSlot | None, view: View) -> list[str]:
+    """`tail` behind `backend`, seeing `view` (namespace backends), under the run's rlimits."""
     inner = _prlimit(limits) + tail
     if backend == "bwrap":
-        argv = _bwrap(workdir, limits, tail[0]) + inner
+        argv = ["bwrap", "--unshare-all", "--unshare-user", "--uid", _SANDBOX_UID, "--gid", _SANDBOX_UID,
+                "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox",
+                *bwrap_args(view, dirs.work, limits.tmp_bytes), "--"] + inner
     elif backend == "unshare":
         userns = ["--user", "--map-root-user"] if unshare_userns() else []  # root manages without
         argv = ["setpriv", "--pdeathsig", "KILL", "--", "unshare", *userns, "--net", "--pid", "--ipc",
-                "--uts", "--mount", "--fork", "--kill-child", "--mount-proc", "--",
-                "sh", "-e", "-c", _UNSHARE_SCRIPT, "sh", str(limits.tmp_bytes),
-                *("\n".join(paths) for paths in _home_masks(tail[0]))] + inner
+                "--uts", "--mount", "--propagation", "private", "--fork", "--kill-child", "--",
+                "sh", "-e", "-c", unshare_script(view), "sh", dirs.mount, str(limits.tmp_bytes)] + inner
     else:  # a shell in between, so the program's parent is not the caller (os.getppid() kills)
         argv = ["setpriv", "--pdeathsig", "KILL", "--", "sh", "-c", '"$@"; exit $?', "sh"] + inner
     if slot is not None:
@@ -142,32 +127,6 @@ def unshare_userns() -> bool:
                               timeout=10).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
-
-
-def _bwrap(workdir: str, limits: Limits, executable: str) -> list[str]:
-    size = str(limits.tmp_bytes)
-    return ["bwrap", "--unshare-all", "--unshare-user", "--uid", _SANDBOX_UID, "--gid", _SANDBOX_UID,
-            "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox",
-            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-            "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/var/tmp",
-            "--size", size, "--tmpfs", "/dev/shm", "--size", "1048576", "--tmpfs", "/run",
-            *_bwrap_masks(executable),
-            "--bind", workdir, INNER_DIR, "--chdir", INNER_DIR, "--"]
-
-
-def _bwrap_masks(executable: str) -> list[str]:
-    masked, keep = _home_masks(executable)
-    return [a for d in masked for a in ("--tmpfs", d)] + [a for k in keep for a in ("--ro-bind", k, k)]
-
-
-def _home_masks(executable: str) -> tuple[list[str], list[str]]:
-    """Home directories to hide (keys, tokens, caches) and, inside them, the interpreter's
-    installation to re-expose read-only (e.g. ~/.pyenv/versions/X, a venv and its base Python)."""
-    masked = [d for d in _MASKED_DIRS if os.path.isdir(d)]
-    exe = shutil.which(executable) or executable
-    prefixes = {os.path.dirname(os.path.dirname(p)) for p in (os.path.abspath(exe), os.path.realpath(exe))}
-    keep = sorted(p for p in prefixes if any(p.startswith(d + os.sep) for d in masked))
-    return masked, keep
 
 
 def _prlimit(limits: Limits) -> list[str]:
@@ -210,14 +169,17 @@ def probe(backend: Backend) -> bool:
         logger.info("sandbox backend %s unavailable: missing one of %s", backend, tools)
         return False
     limits = Limits(cpu_s=5, memory_bytes=1 << 30, file_size_bytes=1 << 20, max_processes=16)
-    with tempfile.TemporaryDirectory(prefix="streamgen-probe-") as wd:
-        argv = wrap(backend, ["sh", "-c", "echo ok > probe && cat probe"], wd, limits, None)
-        try:
-            res = subprocess.run(argv, cwd=wd, env=scrubbed_env("/bin/sh"), capture_output=True,
-                                 timeout=30, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            logger.info("sandbox backend %s unavailable: %s", backend, exc)
-            return False
+    dirs = RunDirs.create(None)
+    try:
+        argv = wrap(backend, ["sh", "-c", "echo ok > probe && cat probe"], dirs, limits, None,
+                    base_view("/bin/sh"))
+        res = subprocess.run(argv, cwd=dirs.work, env=scrubbed_env("/bin/sh"), capture_output=True,
+                             timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        logger.info("sandbox backend %s unavailable: %s", backend, exc)
+        return False
+    finally:
+        shutil.rmtree(dirs.base, ignore_errors=True)
     ok = res.returncode == 0 and res.stdout.strip() == b"ok"
     if not ok:
         logger.info("sandbox backend %s unavailable: rc=%s stderr=%s", backend, res.returncode,

@@ -1,15 +1,18 @@
 """Run one untrusted program in a sandbox and return a typed verdict (see docs/sandbox.md).
 
 `execute(program, timeout_s=...)` writes the program to a fresh temporary directory and runs it with
-`python -I` behind one of three isolation backends, chosen once per process by probing:
+`python -I` behind one of three isolation backends, chosen once per process by probing. The two
+isolating ones show the program the same allow-list view of the host (``_view.py``: ``/usr``, the
+interpreter's own directories read-only, a few synthetic ``/etc`` files, a minimal ``/dev``, its
+own ``/proc``, an empty private ``/tmp`` holding the work dir, nothing else; ``view`` in results):
 
-- ``bwrap``: bubblewrap with every namespace unshared (net, pid, ipc, uts, user, mount), a read-only
-  view of ``/``, private ``/tmp``, ``/run`` and ``/dev``, the work dir as the only writable host path;
+- ``bwrap``: bubblewrap with every namespace unshared (net, pid, ipc, uts, user, mount) building
+  the view from an empty root;
 - ``unshare``: util-linux ``unshare`` (user, net, pid, ipc, uts, mount namespaces) plus a shell step
-  that remounts every mount read-only, hides ``/tmp``, ``/var/tmp``, ``/run``, ``/dev/shm``, and drops
-  all capabilities with ``setpriv`` -- the fallback for clusters without bubblewrap;
-- ``rlimit-only``: resource limits and a process group only; NO network isolation (warned loudly,
-  recorded as ``network_isolated=False``).
+  that builds the view on a tmpfs, ``pivot_root`` s into it, detaches the host's tree and drops all
+  capabilities with ``setpriv`` -- the fallback for clusters without bubblewrap;
+- ``rlimit-only``: resource limits and a process group only; NO network or filesystem isolation
+  (warned loudly, recorded as ``network_isolated=False`` and ``view="host"``).
 
 Every backend applies rlimits through ``prlimit`` (CPU, address space, file size, core=0, processes),
 a scrubbed environment, capped output and a kill of the whole process group, and where this process
@@ -27,7 +30,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,6 +38,7 @@ from typing import Literal
 
 from streamgen.scoring import _isolation as iso
 from streamgen.scoring._isolation import BACKENDS, Backend, CgroupSlot, Limits
+from streamgen.scoring._view import INNER_DIR, VIEW_VERSION, View, ViewError, interpreter_view
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +46,8 @@ Status = Literal["passed", "failed", "timeout", "error"]
 _GRACE_AFTER_EXIT_S = 0.2
 _KILL_OUTPUT_FACTOR = 64
 
-__all__ = ["BACKENDS", "Backend", "ExecutionResult", "SandboxError", "available_backends", "execute",
-           "select_backend"]
+__all__ = ["BACKENDS", "VIEW_VERSION", "Backend", "ExecutionResult", "SandboxError", "available_backends",
+           "execute", "select_backend", "view_name"]
 
 
 class SandboxError(RuntimeError):
@@ -73,6 +76,7 @@ class ExecutionResult:
     detail: str = ""
     processes_capped: bool = False
     attempts: int = 1
+    view: str = ""  # what the program saw: the allow-list view's version, or "host" (rlimit-only)
 
     @property
     def passed(self) -> bool:
@@ -139,8 +143,8 @@ def execute(program: str, *, timeout_s: float, python: str | None = None,
             stdin: str | None = None, work_root: str | None = None) -> ExecutionResult:
     """Run `program` (Python source) with `python -I` in a sandbox; never raises for program faults.
 
-    `python` defaults to this interpreter; it must be visible read-only inside the sandbox (it is:
-    ``/`` is bound read-only). `files` are extra files written next to the program. `cpu_s` defaults
+    `python` defaults to this interpreter; wherever it is installed, its directories join the
+    program's read-only view (resolved once per interpreter). `files` are extra files written next to the program. `cpu_s` defaults
     to `timeout_s`. Output beyond `max_output_bytes` per stream is dropped (flagged truncated); past
     64 times that the program is killed and fails. `work_root` is where the per-run work dir is
     made (default: the system temp dir; on clusters, node-local scratch).
@@ -154,19 +158,29 @@ def execute(program: str, *, timeout_s: float, python: str | None = None,
     interpreter = shutil.which(python or sys.executable)
     if interpreter is None:
         return _error(chosen, f"Python interpreter not found or not executable: {python}")
-    interpreter = os.path.abspath(interpreter)
     try:
-        workdir = tempfile.mkdtemp(prefix="streamgen-sbx-", dir=work_root)
+        view = _view_for(chosen, os.path.abspath(interpreter))
+    except ViewError as exc:
+        return _error(chosen, f"sandbox setup failed before the program started: {exc}")
+    try:
+        dirs = iso.RunDirs.create(work_root)
     except OSError as exc:
         return _error(chosen, f"could not create the temporary work dir: {exc}")
     try:
-        _write_files(workdir, program, files or {})
-        return _run(chosen, interpreter, workdir, limits, timeout_s, max_output_bytes, stdin)
+        _write_files(dirs.work, program, files or {})
+        return _run(chosen, view, dirs, limits, timeout_s, max_output_bytes, stdin)
     except OSError as exc:
         logger.exception("sandbox failed to run a program")
         return _error(chosen, f"sandbox failure: {type(exc).__name__}: {exc}")
     finally:
-        _remove_tree(workdir)
+        _remove_tree(dirs.base)
+
+
+def _view_for(backend: Backend, interpreter: str) -> View:
+    """The interpreter's allow-list view; the rlimit-only fallback has none (the host as it is)."""
+    if backend == "rlimit-only":
+        return View(interpreter, (), ())
+    return interpreter_view(interpreter)
 
 
 def _write_files(workdir: str, program: str, files: Mapping[str, str]) -> None:
@@ -194,7 +208,13 @@ def _remove_tree(path: str) -> None:
 
 def _error(backend: Backend, detail: str) -> ExecutionResult:
     return ExecutionResult(status="error", returncode=None, stdout="", stderr="", wall_s=0.0,
-                           backend=backend, network_isolated=backend != "rlimit-only", detail=detail)
+                           backend=backend, network_isolated=backend != "rlimit-only", detail=detail,
+                           view=view_name(backend))
+
+
+def view_name(backend: Backend) -> str:
+    """What a program run by `backend` sees: the allow-list view's version, or ``host``."""
+    return "host" if backend == "rlimit-only" else VIEW_VERSION
 
 
 class _Child:
@@ -218,16 +238,17 @@ class _Child:
         return True
 
 
-def _run(backend: Backend, python: str, workdir: str, limits: Limits, timeout_s: float,
+def _run(backend: Backend, view: View, dirs: iso.RunDirs, limits: Limits, timeout_s: float,
          max_output: int, stdin: str | None) -> ExecutionResult:
     slot = CgroupSlot.create(limits, backend)
-    home = workdir if backend == "rlimit-only" else iso.INNER_DIR
+    home = dirs.work if backend == "rlimit-only" else INNER_DIR
     marker_r, marker_w = os.pipe()
     out, err = _Capture(max_output), _Capture(max_output)
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(iso.command(backend, python, workdir, limits, slot, marker_w),
-                                cwd=workdir, env=iso.scrubbed_env(python, home), start_new_session=True,
+        proc = subprocess.Popen(iso.command(backend, view, dirs, limits, slot, marker_w),
+                                cwd=dirs.work, env=iso.scrubbed_env(view.executable, home),
+                                start_new_session=True,
                                 close_fds=True, pass_fds=(marker_w,),
                                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -257,7 +278,7 @@ def _run(backend: Backend, python: str, workdir: str, limits: Limits, timeout_s:
         status=status, returncode=child.returncode, stdout=out.text(), stderr=err.text(),
         wall_s=time.monotonic() - start, backend=backend, network_isolated=backend != "rlimit-only",
         cpu_s=child.cpu_s, stdout_truncated=out.truncated, stderr_truncated=err.truncated,
-        detail=detail, processes_capped=slot is not None or os.geteuid() != 0)
+        detail=detail, processes_capped=slot is not None or os.geteuid() != 0, view=view_name(backend))
 
 
 def _pump(child: _Child, out: _Capture, err: _Capture, deadline: float, flood: int,

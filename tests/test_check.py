@@ -1,0 +1,66 @@
+"""`python -m streamgen.benchmarks check` is honest: exit 0 only when every reference passes except
+the ones the benchmark's YAML declares (options.known_failures), and never with a sandbox `error`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from streamgen.benchmarks import Example, load_benchmark
+from streamgen.benchmarks.__main__ import main
+from streamgen.benchmarks.check import check_answers
+from streamgen.config import ConfigError, benchmark_config, default_data_dir
+
+pytestmark = pytest.mark.skipif(not default_data_dir().is_dir(), reason="no benchmark data")
+FAILING = "```python\nraise SystemExit(1)\n```"
+
+
+def _humaneval(**options: object):  # type: ignore[no-untyped-def]
+    cfg = benchmark_config("humaneval")
+    return load_benchmark(dataclasses.replace(cfg, options={**cfg.options, **options}))
+
+
+def _second_fails(example: Example) -> str:
+    return FAILING if example.example_id == "HumanEval/1" else example.reference
+
+
+def test_an_undeclared_failure_is_not_ok_and_a_declared_one_is() -> None:
+    plain = _humaneval()
+    examples = plain.examples(limit=2)
+    report = check_answers(plain, examples, _second_fails)
+    assert (report.passed, report.statuses) == (1, {"passed": 1, "failed": 1})
+    assert [f.example_id for f in report.unexpected] == ["HumanEval/1"] and not report.ok
+    declared = _humaneval(known_failures={"HumanEval/1": "broken on purpose"})
+    report = check_answers(declared, examples, _second_fails)
+    assert report.passed == 1 and report.unexpected == () and report.ok
+    assert "1 known failures" in report.line() and report.line().endswith("OK")
+
+
+def test_a_sandbox_that_cannot_start_is_never_ok() -> None:
+    broken = _humaneval(python="/bin/false", known_failures={"HumanEval/0": "declared, yet an error"})
+    report = check_answers(broken, broken.examples(limit=2), lambda e: e.reference)
+    assert report.statuses == {"error": 2} and len(report.unexpected) == 2 and not report.ok
+
+
+def test_cli_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "humaneval", "--limit", "2", "--workers", "1"]) == 0
+    assert "humaneval: 2/2 pass" in capsys.readouterr().out
+    assert main(["check", "humaneval", "options.python=/bin/false", "--limit", "2", "--workers", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "0/2 pass (error 2; 0 known failures)" in out and "NOT OK" in out
+    assert main(["check", "humaneval", "--limit", "2", "--expect", "3"]) == 1  # the floor still holds
+
+
+def test_known_failures_must_map_ids_to_reasons() -> None:
+    bench = _humaneval(known_failures=["HumanEval/1"])
+    with pytest.raises(ConfigError, match="known_failures must map example ids"):
+        check_answers(bench, bench.examples(limit=1), lambda e: e.reference)
+
+
+def test_an_unusable_sandbox_backend_is_a_problem_up_front() -> None:
+    """A grid validates benchmarks before any model loads: a configured backend that does not
+    work here is named then, not discovered as failing shards."""
+    problems = load_benchmark(benchmark_config("humaneval", ["options.sandbox_backend=docker"])).problems()
+    assert len(problems) == 1 and "options.sandbox_backend='docker' does not work here" in problems[0]
+    assert load_benchmark(benchmark_config("humaneval", ["options.sandbox_backend=rlimit-only"])).problems() == []
