@@ -14,7 +14,7 @@ import pytest
 from streamgen.benchmarks import load_benchmark
 from streamgen.benchmarks.canitedit import unedited_answer
 from streamgen.benchmarks.check import check_answers, check_references
-from streamgen.config import benchmark_config, default_data_dir
+from streamgen.config import benchmark_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 WORKERS = 2
@@ -24,12 +24,6 @@ CANITEDIT_NEEDS = {"26_kl_divergence": "torch", "30_cross_correlation": "torch",
                    "98_encoder_decoder_dataset": "torch", "78_llm_inference": "vllm"}
 # DS-1000 problems calling seaborn.load_dataset (a download): they cannot pass offline.
 DS1000_NEEDS_NETWORK = (519, 539, 565, 566, 567, 577, 598, 624, 629, 650, 654, 655, 656, 661, 819)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _data() -> None:
-    if not default_data_dir().is_dir():
-        pytest.skip(f"no benchmark data at {default_data_dir()}")
 
 
 @pytest.mark.parametrize(("name", "total"), [("humaneval", 164), ("mbpp", 974), ("mbpp-sanitized", 427)])
