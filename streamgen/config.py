@@ -309,7 +309,8 @@ def validate_grid(grid: GridConfig) -> list[str]:
     p: list[str] = []
     data_dir = resolve_data_dir(grid)
     if not data_dir.is_dir():
-        p.append(f"data directory {data_dir} does not exist: set data_dir=PATH or STREAMGEN_DATA_DIR")
+        p.append(f"data directory {data_dir} does not exist: set data_dir=PATH or STREAMGEN_DATA_DIR to a folder "
+                 "with the benchmark data and its MANIFEST.tsv (the default is the repository's data/)")
         data_dir = None  # type: ignore[assignment]
     if not grid.models:
         p.append("models=[] is empty: name at least one model from configs/models/")
