@@ -3,8 +3,9 @@
 Local files (``source: local``) are JSONL, gzipped JSONL or one JSON array, read from
 ``data_dir / data_file`` (``data_dir``: the grid's, else ``$STREAMGEN_DATA_DIR``, else the
 repository's ``data/``) and checked against the directory's ``MANIFEST.tsv`` first
-(:mod:`streamgen.benchmarks.data_manifest`). A hub dataset (``source: hub``) is loaded with ``datasets.load_dataset(hub_id,
-hub_config, split=hub_split)``: the only path that may download, and only when configured.
+(:mod:`streamgen.benchmarks.data_manifest`). A hub dataset (``source: hub``) is loaded with
+``datasets.load_dataset(hub_id, hub_config, split=hub_split)``: the only path that may download, and
+only when configured.
 """
 
 from __future__ import annotations
