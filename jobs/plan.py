@@ -4,8 +4,10 @@ Everything that can be checked before a model actor starts is checked here, and 
 collected into ONE :class:`~streamgen.config.ConfigError`: unknown models and benchmarks, τ outside
 [0, 1], a missing data directory (``streamgen.config.validate_grid``), model weights that cannot be
 found (package, file or folder missing; family module absent), benchmarks whose module or data does
-not load or cannot score (``Benchmark.problems()``). Models are not loaded in the driver (slow, and a GPU driver must not touch CUDA before its
-actors start); the check is that their weights are where the config says.
+not load or cannot score (``Benchmark.problems()``), data files that differ from their manifest.
+Each benchmark's version gets its data files' sha256 prefixes (``data_manifest.versioned``), so a
+changed data file changes the shard ids. Models are not loaded in the driver (slow, and a GPU driver
+must not touch CUDA before its actors start); the check is that their weights are where the config says.
 """
 
 from __future__ import annotations
@@ -100,6 +102,8 @@ def _load_examples(cfg: BenchmarkConfig, data_dir: Path, limit: int | None) -> t
 
 def plan_grid(grid: GridConfig) -> GridPlan:
     """Validate ``grid`` and everything it names; expand it into shards. Raises one ConfigError."""
+    from streamgen.benchmarks.data_manifest import versioned
+
     problems = validate_grid(grid)
     data_dir = resolve_data_dir(grid)
     if unused := unused_overrides(grid):
@@ -124,6 +128,7 @@ def plan_grid(grid: GridConfig) -> GridPlan:
             try:
                 examples[name], segs = _load_examples(cfg, data_dir, grid.limit)
                 segments.update(segs)
+                benches[name] = versioned(cfg, data_dir)  # the data files' sha256 enter cells and rows
             except ConfigError as exc:
                 problems.extend(p for p in exc.problems if p not in problems)
             except (OSError, ValueError, KeyError, RuntimeError) as exc:

@@ -8,7 +8,7 @@
 # DataFrame.append, ...). Those old pins must never go into the system Python (torch, transformers and
 # datasets need the new ones). The venv sees the system site-packages (for torch, which PyPI only ships
 # with multi-GB CUDA dependencies) but its own pins shadow them.
-# Pins: ../shared/data/ds1000/SOURCE.md ("old stack"), kept in ONE place: pyproject.toml's `ds1000`
+# Pins: data/ds1000/SOURCE.md ("old stack"), kept in ONE place: pyproject.toml's `ds1000`
 # extra (read here; never install that extra into the main environment). tensorflow-cpu 2.15.1 is the
 # newest release that still accepts numpy<2 on Python 3.11.
 set -euo pipefail

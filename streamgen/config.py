@@ -50,8 +50,8 @@ def configs_dir() -> Path:
 
 
 def default_data_dir() -> Path:
-    """``$STREAMGEN_DATA_DIR``, else ``../shared/data`` beside the checkout (offline benchmark data)."""
-    return Path(os.environ.get("STREAMGEN_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
+    """``$STREAMGEN_DATA_DIR``, else the repository's own ``data/`` (offline benchmark data + manifest)."""
+    return Path(os.environ.get("STREAMGEN_DATA_DIR", REPO_ROOT / "data"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -123,7 +123,7 @@ class GridConfig:
     shard_size: int = 4  # examples per shard
     max_new_tokens: int | None = None  # None: the benchmark's own
     results_dir: str = "results/local"
-    data_dir: str = ""  # empty: $STREAMGEN_DATA_DIR or ../shared/data
+    data_dir: str = ""  # empty: $STREAMGEN_DATA_DIR or the repository's data/
     workers: int = 1  # model actors
     score_workers: int = 1
     seed: int = 0
@@ -287,7 +287,7 @@ def validate_benchmark(cfg: BenchmarkConfig, data_dir: Path | None = None) -> li
     p: list[str] = []
     n = cfg.name or "<benchmark>"
     if not cfg.version:
-        p.append(f"benchmark {n}: set version= (bump it whenever the data or prompt changes)")
+        p.append(f"benchmark {n}: set version= (bump it whenever the prompt or scoring changes)")
     if not cfg.module:
         p.append(f"benchmark {n}: set module= (the streamgen.benchmarks module that loads and scores it)")
     if cfg.source not in ("local", "hub"):
@@ -297,8 +297,8 @@ def validate_benchmark(cfg: BenchmarkConfig, data_dir: Path | None = None) -> li
     if cfg.source == "local" and data_dir is not None:
         path = data_dir / cfg.data_file
         if not cfg.data_file or not path.exists():
-            p.append(f"benchmark {n}: data file {path} is missing; set data_dir= to the folder holding "
-                     f"the benchmark data (e.g. ../shared/data) or STREAMGEN_DATA_DIR")
+            p.append(f"benchmark {n}: data file {path} is missing; set data_dir= (or STREAMGEN_DATA_DIR) to "
+                     "a folder holding the benchmark data and its MANIFEST.tsv (default: the repository's data/)")
     if cfg.metric not in ("pass@1", "f1"):
         p.append(f"benchmark {n}: metric={cfg.metric!r} must be pass@1 or f1")
     if "system_prompt" in cfg.options:
@@ -316,7 +316,8 @@ def validate_grid(grid: GridConfig) -> list[str]:
     p: list[str] = []
     data_dir = resolve_data_dir(grid)
     if not data_dir.is_dir():
-        p.append(f"data directory {data_dir} does not exist: set data_dir=PATH or STREAMGEN_DATA_DIR")
+        p.append(f"data directory {data_dir} does not exist: set data_dir=PATH or STREAMGEN_DATA_DIR to a folder "
+                 "with the benchmark data and its MANIFEST.tsv (the default is the repository's data/)")
         data_dir = None  # type: ignore[assignment]
     if not grid.models:
         p.append("models=[] is empty: name at least one model from configs/models/")

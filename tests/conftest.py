@@ -1,4 +1,4 @@
-"""Shared test settings: one torch thread, loopback-only Ray, offline hub, seeded everything."""
+"""Common test settings: one torch thread, loopback-only Ray, offline hub, the repository's data, seeded everything."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+# Tests read the repository's own data/ (the default), never a data directory set outside.
+os.environ.pop("STREAMGEN_DATA_DIR", None)
 
 import pytest  # noqa: E402
 

@@ -3,11 +3,12 @@
 - a bad config fails before anything starts, with one message listing every problem;
 - SIGKILL of the driver mid-run, then the same command again: the final result set equals an
   uninterrupted run's (same rows, forward counts, answers), nothing duplicated;
-- the README's command on a fresh clone succeeds and prints the tables.
+- a fresh clone alone (no sibling data folder) runs the smoke grid on its own data/ and prints the tables.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import signal
@@ -19,8 +20,10 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from omegaconf import OmegaConf
 
-from streamgen.config import REPO_ROOT, ConfigError, default_data_dir, grid_config
+from jobs.plan import plan_grid
+from streamgen.config import REPO_ROOT, ConfigError, benchmark_config, grid_config
 
 WORKFLOW = REPO_ROOT / "workflows" / "full_grid.py"
 # 12 one-example shards of a tiny model: long enough to kill the driver in the middle.
@@ -34,7 +37,8 @@ STEP_SAME = ("prefix_chars", "draft_tokens_in", "accepted_tokens", "generated_to
 
 
 def _env(home: Path) -> dict[str, str]:
-    return {**os.environ, "HOME": str(home), "STREAMGEN_DATA_DIR": str(default_data_dir()), "PYTHONUNBUFFERED": "1"}
+    """The test's environment (conftest cleared STREAMGEN_DATA_DIR: each checkout reads its own data/)."""
+    return {**os.environ, "HOME": str(home), "PYTHONUNBUFFERED": "1"}
 
 
 def _run(args: list[str], home: Path, cwd: Path = REPO_ROOT, script: Path = WORKFLOW,
@@ -118,16 +122,31 @@ def test_sigkill_then_rerun_equals_an_uninterrupted_run(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_readme_command_on_a_fresh_clone(tmp_path: Path) -> None:
-    clone = tmp_path / "streamgen"
+def test_smoke_grid_on_a_fresh_clone_with_no_shared_folder(tmp_path: Path) -> None:
+    """The repository alone, cloned into an empty folder (no sibling data folder, no
+    STREAMGEN_DATA_DIR): the smoke grid runs to completion on the clone's own data/."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    clone = empty / "streamgen"
     subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True, timeout=120)
-    results = clone / "results" / "smoke"
-    # The README's command with the quick grid (the default grid takes ~15 minutes on 2 cores).
-    proc = _run(["grid=smoke", "limit=2"], tmp_path, cwd=clone, script=Path("workflows/full_grid.py"))
+    assert [p.name for p in empty.iterdir()] == ["streamgen"] and "STREAMGEN_DATA_DIR" not in _env(tmp_path)
+    results = tmp_path / "results"
+    proc = _run(["grid=smoke", f"results_dir={results}"], tmp_path, cwd=clone,
+                script=Path("workflows/full_grid.py"), timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Quality and residual speedup" in proc.stdout or "| Benchmark" in proc.stdout, proc.stdout[-2000:]
-    assert any(results.rglob("pairs/**/*.parquet")), "results land in the clone's results/ folder"
+    # every example of every cell has its row: the plan of the same grid here says how many
+    pairs = _rows(results, "pairs")
+    assert len(pairs) == sum(len(s) for s in plan_grid(grid_config("smoke")).shards) > 0
+    assert not [r for r in pairs if r["error_type"]], "no example may fail on a fresh clone"
+    # the data came from the clone's data/: the resolved config names it, the versions carry its sha256
+    (run,) = _rows(results, "runs")
+    assert OmegaConf.create(run["config_yaml"]).data_dir == str(clone / "data")
+    for bench in grid_config("smoke").benchmarks:
+        cfg = benchmark_config(bench)
+        sha = hashlib.sha256((clone / "data" / cfg.data_file).read_bytes()).hexdigest()[:8]
+        assert {r["benchmark_version"] for r in pairs if r["benchmark"] == bench} == {f"{cfg.version}+{sha}"}
     # the clone's own code ran (driver and Ray workers): its clean commit, not this checkout's state
-    sha = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                         text=True, check=True).stdout.strip()
-    assert {r["code_version"].split("+g")[-1] for r in _rows(results, "pairs")} == {sha}
+    head = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert {r["code_version"].split("+g")[-1] for r in pairs} == {head}

@@ -14,19 +14,13 @@ import pytest
 from streamgen.benchmarks import load_benchmark
 from streamgen.benchmarks.canitedit import unedited_answer
 from streamgen.benchmarks.check import check_answers, check_references
-from streamgen.config import benchmark_config, default_data_dir
+from streamgen.config import benchmark_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 WORKERS = 2
 
 # The references that cannot pass here are declared in each benchmark's YAML (options.known_failures):
 # CanItEdit's vllm problem, DS-1000's seaborn.load_dataset downloads.
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _data() -> None:
-    if not default_data_dir().is_dir():
-        pytest.skip(f"no benchmark data at {default_data_dir()}")
 
 
 @pytest.mark.parametrize(("name", "total"), [("humaneval", 164), ("mbpp", 974), ("mbpp-sanitized", 427)])

@@ -5,6 +5,7 @@
     python -m streamgen.benchmarks check canitedit options.instruction=lazy
     python -m streamgen.benchmarks check ds1000 options.sandbox_backend=unshare
     python -m streamgen.benchmarks stats                           # segmentation table, all benchmarks
+    python -m streamgen.benchmarks verify                          # every data file against MANIFEST.tsv
 
 ``key=value`` arguments override the benchmark's YAML (as for the grid); ``--data-dir`` (or
 ``STREAMGEN_DATA_DIR``) points at the benchmark data. ``check`` exits 1 unless every reference
@@ -21,6 +22,8 @@ from pathlib import Path
 
 from streamgen.benchmarks import load_benchmark
 from streamgen.benchmarks.check import check_references
+from streamgen.benchmarks.data_manifest import MANIFEST_NAME, read_manifest, verify_directory
+from streamgen.benchmarks.sources import resolve_data_dir
 from streamgen.benchmarks.stats import markdown_table, segmentation_stats
 from streamgen.config import available, benchmark_config
 
@@ -38,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--show", type=int, default=20, help="how many failures to list")
     stats = sub.add_parser("stats", help="segments per request and single-segment share")
     stats.add_argument("benchmarks", nargs="*", help="default: every configs/benchmarks/*.yaml")
-    for sp in (check, stats):
+    sub.add_parser("verify", help="every data file against the data directory's MANIFEST.tsv")
+    for sp in sub.choices.values():
         sp.add_argument("--data-dir", type=Path, default=None)
     return p
 
@@ -67,10 +71,19 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    data_dir = resolve_data_dir(args.data_dir)
+    problems = verify_directory(data_dir)
+    for p in problems:
+        print(f"  - {p}")
+    print(f"{data_dir}: {len(read_manifest(data_dir))} files in {MANIFEST_NAME}, {len(problems)} problems")
+    return 1 if problems else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = _parser().parse_args(argv)
-    return _check(args) if args.command == "check" else _stats(args)
+    return {"check": _check, "stats": _stats, "verify": _verify}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ class ChatTask:
         if not answers_file:
             raise BenchmarkDataError(f"benchmark {cfg.name}: MT-Bench rows need options.answers_file "
                                      "(e.g. chat/mt_bench/reference_answer/gpt-4-turbo.jsonl)")
-        answers = {a["question_id"]: a["choices"][0]["turns"] for a in read_local(data_dir / answers_file)}
+        answers = {a["question_id"]: a["choices"][0]["turns"] for a in read_local(data_dir, answers_file)}
         turn = int(cfg.options.get("turn", 2))
         return [self.from_mt_bench(cfg, q, answers[q["question_id"]], turn)
                 for q in rows if q["question_id"] in answers]

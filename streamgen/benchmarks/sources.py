@@ -1,9 +1,11 @@
 """Where benchmark rows come from: a local file under the data directory, or a hub dataset.
 
 Local files (``source: local``) are JSONL, gzipped JSONL or one JSON array, read from
-``data_dir / data_file`` (``data_dir``: the grid's, else ``$STREAMGEN_DATA_DIR``, else
-``../shared/data``). A hub dataset (``source: hub``) is loaded with ``datasets.load_dataset(hub_id,
-hub_config, split=hub_split)``: the only path that may download, and only when configured.
+``data_dir / data_file`` (``data_dir``: the grid's, else ``$STREAMGEN_DATA_DIR``, else the
+repository's ``data/``) and checked against the directory's ``MANIFEST.tsv`` first
+(:mod:`streamgen.benchmarks.data_manifest`). A hub dataset (``source: hub``) is loaded with
+``datasets.load_dataset(hub_id, hub_config, split=hub_split)``: the only path that may download, and
+only when configured.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from streamgen.benchmarks import BenchmarkDataError
+from streamgen.benchmarks.data_manifest import verified_bytes
 from streamgen.config import BenchmarkConfig, default_data_dir
 
 logger = logging.getLogger(__name__)
@@ -26,15 +29,12 @@ def resolve_data_dir(data_dir: Path | str | None) -> Path:
     return Path(data_dir) if data_dir else default_data_dir()
 
 
-def read_local(path: Path) -> list[Row]:
-    """Rows of a ``.jsonl``, ``.jsonl.gz`` or ``.json`` (array) file."""
-    if not path.is_file():
-        raise BenchmarkDataError(
-            f"benchmark data file {path} is missing: set data_dir= (or STREAMGEN_DATA_DIR) to the folder "
-            "holding the benchmark data, e.g. ../shared/data")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
-        text = fh.read()
+def read_local(data_dir: Path, relative: str) -> list[Row]:
+    """Rows of the ``.jsonl``, ``.jsonl.gz`` or ``.json`` (array) file ``data_dir/relative``, once its
+    sha256 matches the directory's manifest."""
+    path = Path(data_dir) / relative
+    data = verified_bytes(data_dir, relative)
+    text = (gzip.decompress(data) if path.suffix == ".gz" else data).decode("utf-8")
     try:
         if path.name.endswith((".jsonl", ".jsonl.gz")):
             return [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -61,7 +61,7 @@ def read_rows(cfg: BenchmarkConfig, data_dir: Path | str | None = None) -> list[
     """The benchmark's raw rows, from its configured source."""
     if cfg.source == "hub":
         return read_hub(cfg)
-    return read_local(resolve_data_dir(data_dir) / cfg.data_file)
+    return read_local(resolve_data_dir(data_dir), cfg.data_file)
 
 
 def render(cfg: BenchmarkConfig, fields: dict[str, Any]) -> str:
