@@ -95,7 +95,7 @@ def _shard_task(plan: GridPlan, shard: Shard) -> ShardTask:
         items.append(ExampleTask(example_id, request, base_first))
     cell = shard.cell
     return ShardTask(shard.shard_id, cell.acceptance, cell.tau, cell.verifier_mode, cell.max_new_tokens,
-                     tuple(items))
+                     tuple(items), cell.live)
 
 
 class _GridRun:

@@ -45,6 +45,8 @@ class ShardContext:
     example_ids: tuple[str, ...]
     n_segments: tuple[int, ...]
     excluded: tuple[str | None, ...]  # reason decided before decoding (one segment), per example
+    live_policy: str | None = None  # live cells: the drafting policy and typing rate
+    live_chars_per_s: float | None = None
 
     @classmethod
     def for_shard(cls, shard: Shard, run_id: str, code_version: str,
@@ -53,7 +55,8 @@ class ShardContext:
         c, keys = shard.cell, [(shard.cell.benchmark.name, e) for e in shard.example_ids]
         return cls(run_id, shard.shard_id, c.cell_id, c.model.name, c.model.family, c.model.variant, c.benchmark,
                    c.acceptance, c.tau, c.verifier_mode, code_version, shard.example_ids,
-                   tuple(len(segments[k]) for k in keys), tuple(excluded[k] for k in keys))
+                   tuple(len(segments[k]) for k in keys), tuple(excluded[k] for k in keys),
+                   *((c.live.live_policy, c.live.chars_per_s[0]) if c.live is not None else ()))
 
     def record_context(self, device: str, actor_id: str | None) -> Any:
         from streamgen.stream import RecordContext
@@ -61,7 +64,8 @@ class ShardContext:
         return RecordContext(self.run_id, self.shard_id, self.cell_id, self.model, self.family,
                              self.benchmark.name, self.benchmark.version, self.acceptance, self.tau, device,
                              actor_id=actor_id, variant=self.variant, verifier_mode=self.verifier_mode,
-                             code_version=self.code_version)
+                             code_version=self.code_version, live_policy=self.live_policy,
+                             live_chars_per_s=self.live_chars_per_s)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from streamgen.config import BenchmarkConfig, GridConfig, ModelConfig
+from streamgen.config import BenchmarkConfig, GridConfig, ModelConfig, TypingConfig
 from streamgen.records import SCHEMA_VERSION
 
 HASH_CHARS = 16
@@ -40,10 +40,15 @@ class Cell:
     tau: float | None  # None for greedy
     verifier_mode: str | None  # bidirectional models only: visible | hidden
     max_new_tokens: int
+    segmentation: str = "sentence"  # granularity (and chunk size): sentence | word | chars:N
+    live: TypingConfig | None = None  # set when the stream runs live (typing.live_policy)
 
     def identity(self) -> dict[str, Any]:
-        """Everything about the cell that changes its rows."""
-        return {
+        """Everything about the cell that changes its rows (timing keys only when not the default)."""
+        timing: dict[str, Any] = {} if self.segmentation == "sentence" else {"segmentation": self.segmentation}
+        if self.live is not None:
+            timing["live"] = dataclasses.asdict(self.live)
+        return {**timing,
             "model": dataclasses.asdict(self.model),
             "benchmark": dataclasses.asdict(self.benchmark),
             "acceptance": self.acceptance,
@@ -96,6 +101,8 @@ def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
         else:
             rules.append((acceptance, None))
     cells = []
+    segmentation = grid.granularity if grid.granularity != "chars" else f"chars:{grid.segment_chars}"
+    live = grid.typing if grid.typing.live_policy is not None else None
     for m in grid.models:
         model = models[m]
         modes: list[str | None] = list(grid.verifier_modes) if model.family == "bidirectional" else [None]
@@ -103,7 +110,8 @@ def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
             bench = benchmarks[b]
             max_new = grid.max_new_tokens if grid.max_new_tokens is not None else bench.max_new_tokens
             for acceptance, tau in rules:
-                cells.extend(Cell(model, bench, acceptance, tau, mode, int(max_new)) for mode in modes)
+                cells.extend(Cell(model, bench, acceptance, tau, mode, int(max_new), segmentation, live)
+                             for mode in modes)
     return cells
 
 

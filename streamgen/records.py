@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bump when a change alters what a result row means; shard ids include it, so old shards rerun."""
 
 
@@ -74,6 +74,8 @@ class PairRecord:
     sandbox_backend: str | None
     schema_version: int
     code_version: str
+    live_policy: str | None = None  # live cells: the drafting policy on the real clock (docs/timing.md)
+    live_chars_per_s: float | None = None  # live cells: the typing rate
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,10 @@ class StepRecord:
     schema_version: int
     code_version: str
     verify_median_prob: float | None = None  # median verifier probability of the incoming draft; null without
+    pasted_chars: int | None = None  # of prefix_chars, characters inside code blocks (pasted when typing)
+    sentence_ends: int | None = None  # sentence boundaries strictly inside the prefix (typing pauses)
+    arrival_s: float | None = None  # live cells: segment arrival after the first keystroke
+    start_s: float | None = None  # live cells: when the step started, same origin
 
 
 @dataclass(frozen=True)
