@@ -7,8 +7,9 @@ indented: :func:`streamgen.segment.code_block_spans`) is never split — a paste
 - ``word``: a boundary at the end of every whitespace run outside code blocks (a word keeps the
   whitespace after it; leading whitespace joins the first word), plus around each code block;
 - ``chars``: outside code blocks, a boundary every ``n`` characters counted from the start of each
-  prose run (a chunk may end mid-word: that is what a fixed character count means), plus around
-  each code block.
+  prose run (a chunk may end mid-word: that is what a fixed character count means; a boundary that
+  falls in whitespace moves to its end, so no segment is whitespace alone), plus around each code
+  block.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ from streamgen.segment import Segmenter, SentenceSegmenter, code_block_spans
 __all__ = ["WordSegmenter", "CharsSegmenter", "make_segmenter"]
 
 _WS_RUN = re.compile(r"\s+")
+
+
+def _skip_ws(text: str, pos: int, end: int) -> int:
+    while pos < end and text[pos].isspace():
+        pos += 1
+    return pos
 
 
 def _cut(text: str, cuts_in: Callable[[int, int], set[int]]) -> list[str]:
@@ -64,7 +71,11 @@ class CharsSegmenter:
             raise ConfigError([f"segment_chars={self.n} must be ≥ 1"], "bad granularity")
 
     def __call__(self, text: str) -> list[str]:
-        return _cut(text, lambda a, b: set(range(a + self.n, b, self.n)))
+        def chunk_ends(a: int, b: int) -> set[int]:
+            # a cut moves past the whitespace it lands in, so no segment is whitespace alone
+            return {_skip_ws(text, c, b) for c in range(a + self.n, b, self.n)}
+
+        return _cut(text, chunk_ends)
 
 
 def make_segmenter(granularity: str = "sentence", segment_chars: int = 40) -> Segmenter:
