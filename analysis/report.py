@@ -21,9 +21,10 @@ from typing import TextIO
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from analysis import figures
+from analysis import figures, timing_figures
 from analysis.render import Column, markdown
 from analysis.tables import TABLES, ResultsNotFoundError, build_tables, compare_tables
+from analysis.timing import build_typing, typing_section
 
 log = logging.getLogger(__name__)
 
@@ -240,16 +241,21 @@ def write_report(
     tables = build_tables(root, [*TABLES, "per_example"], threads=threads)
     compare = compare_tables(root, compare_dir, threads=threads) if compare_dir else None
     csvs = [_write_csv(tables[name], out / f"{name}.csv") for name in TABLES]
+    typing = build_typing(root, threads=threads)
+    csvs += [_write_csv(typing.summary, out / "typing.csv"), _write_csv(typing.cost_models, out / "cost_models.csv")]
     if compare is not None:
         csvs.append(_write_csv(compare, out / "compare.csv"))
     figs = []
     if with_figures:
         figs = figures.speedup_distributions(tables["per_example"], out)
         figs += figures.tau_sweeps(tables["tau_sweep"], out)
+        figs += timing_figures.wait_against_rate(typing.summary, out)
     body = [
         f"# streamgen report — `{root}`\n",
         *_sections(tables, compare, Path(compare_dir) if compare_dir else None),
     ]
+    if typing.summary.num_rows:
+        body.append(typing_section(typing))
     if figs:
         body.append("## Figures\n\n" + "\n\n".join(f"![{p.stem}]({p.name})" for p in figs) + "\n")
     md = out / "report.md"

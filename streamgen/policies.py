@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from streamgen.config import POLICIES, ConfigError, TypingConfig
 from streamgen.costmodel import LinearCost
 
-__all__ = ["Decision", "Policy", "PolicyOutcome", "RunStep", "StepFacts", "evaluate", "policies_of"]
+__all__ = ["Chain", "Decision", "Policy", "PolicyOutcome", "RunStep", "StepFacts", "Work", "evaluate",
+           "policies_of"]
 
 
 @dataclass(frozen=True)
@@ -125,14 +126,16 @@ class PolicyOutcome:
 
 
 @dataclass(frozen=True)
-class _Work:
+class Work:
+    """One step as a policy runs it: its cost and the draft it leaves."""
+
     cost_s: float
     answer_tokens: int  # length of the draft this step leaves for the next
     modelled: bool
 
 
 def _work(s: StepFacts, draft_in: int, extra_prefix: int, cap: int | None, final: bool,
-          cost: LinearCost | None) -> _Work:
+          cost: LinearCost | None) -> Work:
     """The step's work when it verifies a ``draft_in``-token draft after ``extra_prefix`` skipped tokens.
 
     Assumes the leading run accepted is the recorded one, shortened to the draft it is given; a
@@ -148,10 +151,29 @@ def _work(s: StepFacts, draft_in: int, extra_prefix: int, cap: int | None, final
     forwards = max(1, s.forwards - fewer)
     tokens = s.tokens_fed + extra_prefix + (draft_in - s.draft_tokens_in) - fewer
     if (forwards, tokens) == (s.forwards, s.tokens_fed):
-        return _Work(s.wall_s, accepted + generated, False)
+        return Work(s.wall_s, accepted + generated, False)
     if cost is None:
         raise ValueError("this policy changes work nobody ran: pass a fitted cost model (streamgen.costmodel)")
-    return _Work(cost.cost(forwards, tokens), accepted + generated, True)
+    return Work(cost.cost(forwards, tokens), accepted + generated, True)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """What one example's drafting has left so far: the last step run and the draft it produced."""
+
+    last: int = 0  # 0: no step has run
+    draft_len: int = 0
+    modelled: bool = False  # the last step's work was modelled (its draft is not the recorded one)
+
+    def run(self, steps: Sequence[StepFacts], j: int, cost: LinearCost | None,
+            cap: int | None = None) -> tuple[Work, Chain]:
+        """Run step ``j`` next: it verifies this chain's draft (recorded work when nothing changed)."""
+        s = steps[j - 1]
+        chained = self.last == j - 1 and not self.modelled and cap is None
+        draft_in = s.draft_tokens_in if chained else self.draft_len
+        extra = sum(steps[m - 1].prefix_tokens for m in range(self.last + 1, j))
+        work = _work(s, draft_in, extra, cap, j == len(steps), cost)
+        return work, Chain(j, work.answer_tokens, work.modelled)
 
 
 def evaluate(steps: Sequence[StepFacts], policy: Policy, cost: LinearCost | None = None) -> PolicyOutcome:
@@ -159,18 +181,13 @@ def evaluate(steps: Sequence[StepFacts], policy: Policy, cost: LinearCost | None
     if not steps:
         raise ValueError("an example with no steps cannot be evaluated")
     arrivals = [s.arrival_s for s in steps]
-    n, free, last, draft_len = len(steps), 0.0, 0, 0
+    n, free, chain = len(steps), 0.0, Chain()
     ran: list[RunStep] = []
-    while last < n:
-        d = policy.next_step(last, free, arrivals)
-        s = steps[d.step - 1]
-        chained = last == d.step - 1 and not any(r.modelled for r in ran[-1:])
-        draft_in = s.draft_tokens_in if chained and policy.cap_tokens is None else draft_len
-        extra = sum(steps[m - 1].prefix_tokens for m in range(last + 1, d.step))
-        work = _work(s, draft_in, extra, policy.cap_tokens, d.step == n, cost)
+    while chain.last < n:
+        d = policy.next_step(chain.last, free, arrivals)
+        work, chain = chain.run(steps, d.step, cost, policy.cap_tokens)
         free = d.start_s + work.cost_s
         ran.append(RunStep(d.step, d.start_s, free, work.modelled))
-        last, draft_len = d.step, work.answer_tokens
     run_ids = {r.step for r in ran}
     planned, i = [], 0
     while i < n:
