@@ -238,7 +238,8 @@ def step_records(outcome: PairOutcome, ctx: RecordContext) -> list[StepRecord]:
     assert outcome.request is not None
     req, n = outcome.request, len(outcome.request.segments)
     counts = prefix_counts(req.segments)
-    timing = outcome.timing or tuple(StepTiming(i, None, None) for i in range(1, n + 1))  # type: ignore[arg-type]
+    live = {t.step: t for t in outcome.timing or ()}  # a live run's steps: the prefixes it drafted
+    run = list(live) if live else list(range(1, n + 1))
     return [
         StepRecord(
             run_id=ctx.run_id, shard_id=ctx.shard_id, cell_id=ctx.cell_id, model=ctx.model,
@@ -250,8 +251,8 @@ def step_records(outcome: PairOutcome, ctx: RecordContext) -> list[StepRecord]:
             verify_median_prob=st.extra.get("verify_median_prob"), verifier_mode=ctx.verifier_mode,
             schema_version=SCHEMA_VERSION, code_version=ctx.code_version,
             pasted_chars=counts[i - 1].pasted_chars, sentence_ends=counts[i - 1].sentence_ends,
-            arrival_s=t.arrival_s, start_s=t.start_s)
-        for (i, t), st in zip(((t.step, t) for t in timing), outcome.steps, strict=True)
+            arrival_s=live[i].arrival_s if live else None, start_s=live[i].start_s if live else None)
+        for i, st in zip(run, outcome.steps, strict=True)
     ]
 
 
