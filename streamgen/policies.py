@@ -194,7 +194,7 @@ def evaluate(steps: Sequence[StepFacts], policy: Policy, cost: LinearCost | None
         i = policy.planned_after(i, n)
         planned.append(i)
     skipped = tuple(j for j in planned if j not in run_ids)
-    keeps_up = not skipped and all(r.end_s <= arrivals[policy.planned_after(r.step, n) - 1]
-                                   for r in ran if r.step < n)
+    # a skipped step implies the step before it ended after the next arrival: no separate check
+    keeps_up = all(r.end_s <= arrivals[policy.planned_after(r.step, n) - 1] for r in ran if r.step < n)
     return PolicyOutcome(policy.label, free - arrivals[-1], ran[-1].start_s - arrivals[-1], keeps_up,
                          tuple(ran), skipped)

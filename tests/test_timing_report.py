@@ -109,6 +109,19 @@ def test_simulation_submitted_requests_first_by_hand(policy: str) -> None:
     assert out.modelled_jobs == 1 and out.jobs == 3
 
 
+def test_idle_only_drops_a_draft_the_busy_device_cannot_take() -> None:
+    # u1 types its first segment at 1.5 (u0's draft is running) and submits only at 10
+    late = Script((StepFacts(1.5, COST.cost(2, 50), 2, 50, 0, 0, 2), StepFacts(10.0, COST.cost(1, 20), 1, 20, 2, 2, 1)),
+                  base_wall_s=2.0)
+    queued = simulate_once([SCRIPT, late], [0.0, 0.0], "submitted_first", COST)
+    dropped = simulate_once([SCRIPT, late], [0.0, 0.0], "idle_only", COST)
+    # submitted_first: u0's final [2.5, 3.2], then u1's queued draft [3.2, 4.7]: its final verifies it
+    assert queued.waits == pytest.approx((3.2 - 2.0, 0.7)) and queued.jobs == 4 and queued.modelled_jobs == 0
+    # idle_only: the draft was dropped at 1.5, so u1's final has no draft (as in the test above)
+    assert dropped.waits == pytest.approx((3.2 - 2.0, COST.cost(1 + 2, 20 + 49 + (0 - 2) + 2)))
+    assert dropped.jobs == 3 and dropped.modelled_jobs == 1
+
+
 def test_simulation_submit_then_decode_by_hand() -> None:
     out = simulate_once([SCRIPT, SCRIPT], [0.0, 0.5], "submit_then_decode")
     assert out.waits == pytest.approx((2.0, (2.0 + 2.0 + 2.0) - 2.5))  # u1 queues behind u0's base run
