@@ -24,7 +24,8 @@ import pyarrow.csv as pacsv
 from analysis import figures, timing_figures
 from analysis.render import Column, markdown
 from analysis.tables import TABLES, ResultsNotFoundError, build_tables, compare_tables
-from analysis.timing import build_typing, typing_section
+from analysis.timing import build_typing, typing_section, typing_settings
+from streamgen.config import ConfigError, TypingConfig
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +234,7 @@ def write_report(
     out_dir: str | Path | None = None,
     threads: int | None = None,
     with_figures: bool = True,
+    typing_config: TypingConfig | None = None,
 ) -> Report:
     """Build every table and figure; write report.md, one CSV per table and the PNGs."""
     root = Path(results_dir)
@@ -241,7 +243,7 @@ def write_report(
     tables = build_tables(root, [*TABLES, "per_example"], threads=threads)
     compare = compare_tables(root, compare_dir, threads=threads) if compare_dir else None
     csvs = [_write_csv(tables[name], out / f"{name}.csv") for name in TABLES]
-    typing = build_typing(root, threads=threads)
+    typing = build_typing(root, typing_config, threads=threads)
     csvs += [_write_csv(typing.summary, out / "typing.csv"), _write_csv(typing.cost_models, out / "cost_models.csv")]
     if compare is not None:
         csvs.append(_write_csv(compare, out / "compare.csv"))
@@ -279,13 +281,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="output folder (default RESULTS_DIR/report)")
     parser.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: all cores)")
     parser.add_argument("--no-figures", action="store_true", help="tables and CSVs only")
+    parser.add_argument("--typing", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="typing analysis settings, e.g. chars_per_s=[4,10] sentence_pause_s=0.5 (docs/timing.md)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
+        typing_config = typing_settings(args.typing)
         report = write_report(
-            args.results_dir, compare_dir=args.compare, out_dir=args.out, threads=args.threads
+            args.results_dir, compare_dir=args.compare, out_dir=args.out, threads=args.threads,
+            typing_config=typing_config,
         )
-    except ResultsNotFoundError as exc:
+    except (ResultsNotFoundError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report.summary)

@@ -22,7 +22,7 @@ import pyarrow as pa
 from analysis.figures import setting_label
 from analysis.render import Column, markdown
 from analysis.tables import sql_text
-from streamgen.config import TypingConfig
+from streamgen.config import TypingConfig, load, raise_if_problems, validate_typing
 from streamgen.costmodel import CostModelError, LinearCost, fit_cost_model
 from streamgen.policies import Policy, StepFacts, evaluate, policies_of
 from streamgen.timeline import PrefixCounts, TypingModel
@@ -62,8 +62,8 @@ def fit_cost_models(rows: Sequence[dict]) -> dict[tuple[str, str], LinearCost | 
     return fits
 
 
-def _facts(steps: Sequence[dict], typing: TypingModel) -> list[StepFacts]:
-    return [StepFacts(typing.arrival(PrefixCounts(s["prefix_chars"], s["pasted_chars"], s["sentence_ends"])),
+def _facts(steps: Sequence[dict], typist: TypingModel) -> list[StepFacts]:
+    return [StepFacts(typist.arrival(PrefixCounts(s["prefix_chars"], s["pasted_chars"], s["sentence_ends"])),
                       s["wall_s"], s["forwards"], s["tokens_fed"], s["draft_tokens_in"], s["accepted_tokens"],
                       s["generated_tokens"]) for s in steps]
 
@@ -161,6 +161,13 @@ def typing_section(tables: TypingTables) -> str:
             + "\n### Cost model (wall s ≈ a · forwards + b · tokens fed)\n\n" + markdown(tables.cost_models, COST_COLUMNS))
 
 
+def typing_settings(overrides: Sequence[str] = ()) -> TypingConfig:
+    """The typing config of the analysis: defaults + ``key=value`` overrides, validated (ConfigError)."""
+    cfg = load(TypingConfig, overrides=overrides)
+    raise_if_problems(validate_typing(cfg), "bad typing settings")
+    return cfg
+
+
 def build_typing(results_dir: Any, cfg: TypingConfig | None = None, *, threads: int | None = None) -> TypingTables:
     """:func:`typing_tables` over a results directory (its own connection)."""
     from analysis.tables import connect
@@ -208,8 +215,8 @@ def simulation_inputs(results_dir: Any, rate: float, model: str | None = None,
     settings = sorted({(r["model"], r["acceptance"], r["tau"] if r["tau"] is not None else -1.0) for r in rows})
     chosen = settings[0]
     picked = [r for r in rows if (r["model"], r["acceptance"], r["tau"] if r["tau"] is not None else -1.0) == chosen]
-    typing = TypingModel(rate, cfg.sentence_pause_s, cfg.paste_code)
-    scripts = [Script(tuple(_facts(steps, typing)), steps[0]["base_wall_s"]) for steps in _examples(picked)]
+    typist = TypingModel(rate, cfg.sentence_pause_s, cfg.paste_code)
+    scripts = [Script(tuple(_facts(steps, typist)), steps[0]["base_wall_s"]) for steps in _examples(picked)]
     fits = fit_cost_models(picked)
     cost = next(iter(fits.values())) if len(fits) == 1 else None
     tau = "" if chosen[2] < 0 else f" τ={chosen[2]:g}"

@@ -138,3 +138,14 @@ def test_sweep_is_seeded_and_cli_writes_its_table(results: Path, tmp_path: Path)
     table = pacsv.read_csv(tmp_path / "simulation.csv")
     assert table.num_rows == 2 * len(simulate.SIM_POLICIES)
     assert (tmp_path / "simulation-p95-wait.png").stat().st_size > 0
+
+
+def test_report_cli_takes_typing_settings(results: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from analysis.report import main
+
+    assert main([str(results), "--out", str(tmp_path), "--no-figures", "--typing", "chars_per_s=[0]"]) == 2
+    assert "positive finite rates" in capsys.readouterr().err
+    assert main([str(results), "--out", str(tmp_path), "--no-figures", "--typing", "chars_per_s=[5]",
+                 "policies=[every]"]) == 0
+    rows = pacsv.read_csv(tmp_path / "typing.csv").to_pylist()
+    assert {(r["rate"], r["policy"]) for r in rows if r["source"] == "post_hoc"} == {(5.0, "every")}
