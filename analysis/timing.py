@@ -146,19 +146,25 @@ TYPING_COLUMNS = [
     Column("modelled_share", "modelled", "share"),
 ]
 COST_COLUMNS = [Column("model", "Model"), Column("device", "Device"),
-                Column("a_s_per_forward", "s / forward", "num"), Column("b_s_per_token", "s / token fed", "num"),
-                Column("n_rows", "rows fitted", "num"), Column("r2", "R²", "num")]
+                Column("a_ms", "ms / forward", "x"), Column("b_ms", "ms / token fed", "x"),
+                Column("n_rows", "rows fitted", "num"), Column("r2", "R²", "x")]
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else 1e3 * seconds
 
 
 def typing_section(tables: TypingTables) -> str:
     """The report's typing section (markdown): the typing table and the cost models behind it."""
     rows = [{**r, "setting": setting_label(r)} for r in tables.summary.to_pylist()]
+    costs = [{**r, "a_ms": _ms(r["a_s_per_forward"]), "b_ms": _ms(r["b_s_per_token"])}
+             for r in tables.cost_models.to_pylist()]
     return ("## Typing: wait after the last keystroke\n\nPer typing rate and drafting policy (docs/timing.md). "
             "`post_hoc` replays the recorded steps on the typing timeline; `live` is what live cells measured. "
             "`modelled` is the share of examples with a step costed by the fitted cost model below (a skipped "
             "prefix, an older or capped draft); `every` is never modelled.\n\n"
             + markdown(rows, TYPING_COLUMNS, blank_repeats="setting")
-            + "\n### Cost model (wall s ≈ a · forwards + b · tokens fed)\n\n" + markdown(tables.cost_models, COST_COLUMNS))
+            + "\n### Cost model (wall ≈ a · forwards + b · tokens fed)\n\n" + markdown(costs, COST_COLUMNS))
 
 
 def typing_settings(overrides: Sequence[str] = ()) -> TypingConfig:
