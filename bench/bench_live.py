@@ -75,7 +75,7 @@ def main(argv: list[str]) -> None:
     cost = fit_cost_model([s.answer.forwards for s in every], [s.answer.meter.tokens_fed for s in every],
                           [s.answer.wall_s for s in every])
     print(f"cost model: {cost.a_s * 1e3:.2f} ms/forward + {cost.b_s * 1e3:.3f} ms/token (R² {cost.r2:.3f})")
-    print(f"\n| example | segs | rate | policy | post-hoc A (s) | post-hoc B (s) | live (s) | live − A | B − A "
+    print("\n| example | segs | rate | policy | post-hoc A (s) | post-hoc B (s) | live (s) | live − A | B − A "
           "| steps run live / post | modelled |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     live_diffs, replay_diffs = [], []
