@@ -100,7 +100,7 @@ def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
             rules.extend(("threshold", float(t)) for t in grid.taus)
         else:
             rules.append((acceptance, None))
-    cells = []
+    cells: list[Cell] = []
     segmentation = grid.granularity if grid.granularity != "chars" else f"chars:{grid.segment_chars}"
     live = grid.typing if grid.typing.live_policy is not None else None
     for m in grid.models:
