@@ -22,9 +22,11 @@ from typing import TextIO
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from analysis import figures
+from analysis import figures, timing_figures
 from analysis.render import Column, markdown, with_labels
 from analysis.tables import TABLES, ResultsNotFoundError, build_tables, compare_tables
+from analysis.timing import build_typing, typing_section, typing_settings
+from streamgen.config import ConfigError, TypingConfig
 
 log = logging.getLogger(__name__)
 
@@ -324,6 +326,7 @@ def write_report(
     threads: int | None = None,
     with_figures: bool = True,
     latest: bool = False,
+    typing_config: TypingConfig | None = None,
 ) -> Report:
     """Build every table and figure; write report.md, one CSV per table and the PNGs.
 
@@ -335,6 +338,8 @@ def write_report(
     tables = build_tables(root, [*TABLES, "per_example"], threads=threads, latest=latest)
     compare = compare_tables(root, compare_dir, threads=threads) if compare_dir else None
     csvs = [_write_csv(tables[name], out / f"{name}.csv") for name in TABLES]
+    typing = build_typing(root, typing_config, threads=threads)
+    csvs += [_write_csv(typing.summary, out / "typing.csv"), _write_csv(typing.cost_models, out / "cost_models.csv")]
     if compare is not None:
         csvs.append(_write_csv(compare, out / "compare.csv"))
     figs = []
@@ -342,10 +347,13 @@ def write_report(
         figs = figures.speedup_distributions(tables["per_example"], out)
         figs += figures.model_distributions(tables["per_example"], out)
         figs += figures.tau_sweeps(tables["tau_sweep"], out)
+        figs += timing_figures.wait_against_rate(typing.summary, out)
     body = [
         f"# streamgen report — `{root}`\n",
         *_sections(tables, compare, Path(compare_dir) if compare_dir else None),
     ]
+    if typing.summary.num_rows:
+        body.append(typing_section(typing))
     if figs:
         body.append("## Figures\n\n" + "\n\n".join(f"![{p.stem}]({p.name})" for p in figs) + "\n")
     md = out / "report.md"
@@ -371,14 +379,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-figures", action="store_true", help="tables and CSVs only")
     parser.add_argument("--latest", action="store_true",
                         help="per cell, only the most recent run's settings (fingerprint)")
+    parser.add_argument("--typing", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="typing analysis settings, e.g. chars_per_s=[4,10] sentence_pause_s=0.5 (docs/timing.md)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
+        typing_config = typing_settings(args.typing)
         report = write_report(
             args.results_dir, compare_dir=args.compare, out_dir=args.out, threads=args.threads,
-            with_figures=not args.no_figures, latest=args.latest,
+            with_figures=not args.no_figures, latest=args.latest, typing_config=typing_config,
         )
-    except ResultsNotFoundError as exc:
+    except (ResultsNotFoundError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(report.summary)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from streamgen.config import ModelConfig
+from streamgen.config import ModelConfig, TypingConfig
 from streamgen.decoding.base import Decoder, make_rule
 
 if TYPE_CHECKING:  # the driver imports this module without torch/transformers; actors import them
@@ -48,6 +48,7 @@ class ShardTask:
     max_new_tokens: int
     examples: tuple[ExampleTask, ...]
     benchmark: str = ""  # picks the model's decoding.per_benchmark settings (ReFusion)
+    live: TypingConfig | None = None  # the stream runs live on the real clock (streamgen.live)
 
 
 @dataclass(frozen=True)
@@ -161,20 +162,23 @@ class ModelActor:
         start, cpu_start = time.perf_counter(), time.process_time()
         decoder = self._decoder(task.benchmark, task.verifier_mode, task.max_new_tokens)
         rule = make_rule(task.acceptance, task.tau)
-        results = tuple(self._run_example(decoder, rule, ex) for ex in task.examples)
+        from streamgen.live import LiveSettings
+
+        live = LiveSettings.from_config(task.live) if task.live is not None else None
+        results = tuple(self._run_example(decoder, rule, ex, live) for ex in task.examples)
         load_s, self._load_reported = (0.0 if self._load_reported else self.load_s), True
         return DecodedShard(task.shard_id, self.actor_id, self.device_label, results,
                             time.perf_counter() - start, sum(r.forward_wall_s for r in results), load_s,
                             time.process_time() - cpu_start, effective_thresholds(decoder))
 
-    def _run_example(self, decoder: Decoder, rule: Any, ex: ExampleTask) -> ExampleResult:
+    def _run_example(self, decoder: Decoder, rule: Any, ex: ExampleTask, live: Any = None) -> ExampleResult:
         if ex.request is None:
             return ExampleResult(ex.example_id, ex.base_first, None)
         from streamgen.stream import run_pair
 
         start = time.perf_counter()
         try:
-            outcome = run_pair(decoder, ex.request, rule, base_first=ex.base_first)
+            outcome = run_pair(decoder, ex.request, rule, base_first=ex.base_first, live=live)
         except Exception as exc:  # noqa: BLE001 — a failing example becomes a row, the shard goes on
             if is_fatal_device_error(exc):
                 # A CUDA error poisons the process: exit so the scheduler re-queues the shard on a

@@ -103,7 +103,7 @@ def _shard_task(plan: GridPlan, shard: Shard) -> ShardTask:
         items.append(ExampleTask(example_id, request, base_first))
     cell = shard.cell
     return ShardTask(shard.shard_id, cell.acceptance, cell.tau, cell.verifier_mode, cell.max_new_tokens,
-                     tuple(items), bench)
+                     tuple(items), bench, cell.live)
 
 
 class _GridRun:

@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 
 from jobs.shards import Shard, expand_cells, expand_shards
 from streamgen.config import (
+    GRANULARITIES,
     BenchmarkConfig,
     ConfigError,
     GridConfig,
@@ -35,6 +36,8 @@ from streamgen.config import (
     unused_overrides,
     validate_grid,
 )
+from streamgen.granularity import make_segmenter
+from streamgen.segment import Segmenter
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +88,8 @@ def model_problems(cfg: ModelConfig) -> list[str]:
     return p
 
 
-def _load_examples(cfg: BenchmarkConfig, data_dir: Path, limit: int | None) -> tuple[dict, dict]:
+def _load_examples(cfg: BenchmarkConfig, data_dir: Path, limit: int | None,
+                   segmenter: Segmenter | None = None) -> tuple[dict, dict]:
     """The benchmark's examples by id and their segments; raises ConfigError naming what would stop
     it from loading or scoring (e.g. a missing DS-1000 interpreter)."""
     from streamgen.benchmarks import load_benchmark
@@ -97,7 +101,16 @@ def _load_examples(cfg: BenchmarkConfig, data_dir: Path, limit: int | None) -> t
     if len(by_id) != len(examples):
         raise ConfigError([f"benchmark {cfg.name}: duplicate example ids in its data"])
     segments = {(cfg.name, ex.example_id): tuple(bench.segments(ex)) for ex in examples}
+    if segmenter is not None:  # another granularity: re-cut the benchmark's (lossless) segments
+        segments = {key: tuple(segmenter("".join(segs))) for key, segs in segments.items()}
     return by_id, segments
+
+
+def _segmenter(grid: GridConfig) -> Segmenter | None:
+    """The grid's segmenter when it is not the benchmarks' own sentences."""
+    if grid.granularity == "sentence" or grid.granularity not in GRANULARITIES:
+        return None  # an unknown one is already a validate_grid problem
+    return make_segmenter(grid.granularity, grid.segment_chars)
 
 
 def plan_grid(grid: GridConfig) -> GridPlan:
@@ -126,7 +139,7 @@ def plan_grid(grid: GridConfig) -> GridPlan:
     if data_dir.is_dir():
         for name, cfg in benches.items():
             try:
-                examples[name], segs = _load_examples(cfg, data_dir, grid.limit)
+                examples[name], segs = _load_examples(cfg, data_dir, grid.limit, _segmenter(grid))
                 segments.update(segs)
                 benches[name] = versioned(cfg, data_dir)  # the data files' sha256 enter cells and rows
             except ConfigError as exc:

@@ -48,6 +48,8 @@ class ShardContext:
     excluded: tuple[str | None, ...]  # reason decided before decoding (one segment), per example
     cell_fingerprint: str | None = None  # streamgen.cells: every result-defining setting, hashed
     cell_settings: str | None = None  # those settings as JSON
+    live_policy: str | None = None  # live cells: the drafting policy and typing rate
+    live_chars_per_s: float | None = None
 
     @classmethod
     def for_shard(cls, shard: Shard, run_id: str, code_version: str,
@@ -57,7 +59,8 @@ class ShardContext:
         return cls(run_id, shard.shard_id, c.cell_id, c.model.name, c.model.family, c.model.variant, c.benchmark,
                    c.acceptance, c.tau, c.verifier_mode, code_version, shard.example_ids,
                    tuple(len(segments[k]) for k in keys), tuple(excluded[k] for k in keys),
-                   c.fingerprint, settings_json(c.settings()))
+                   c.fingerprint, settings_json(c.settings()),
+                   *((c.live.live_policy, c.live.chars_per_s[0]) if c.live is not None else ()))
 
     def record_context(self, device: str, actor_id: str | None,
                        thresholds: tuple[float | None, float | None] = (None, None)) -> Any:
@@ -68,7 +71,8 @@ class ShardContext:
                              actor_id=actor_id, variant=self.variant, verifier_mode=self.verifier_mode,
                              code_version=self.code_version, slot_threshold=thresholds[0],
                              token_threshold=thresholds[1], cell_fingerprint=self.cell_fingerprint,
-                             cell_settings=self.cell_settings)
+                             cell_settings=self.cell_settings, live_policy=self.live_policy,
+                             live_chars_per_s=self.live_chars_per_s)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamgen.cells import HASH_CHARS, cell_fingerprint, cell_settings, stable_hash
-from streamgen.config import VERIFIER_MODE_FAMILIES, BenchmarkConfig, GridConfig, ModelConfig
+from streamgen.config import VERIFIER_MODE_FAMILIES, BenchmarkConfig, GridConfig, ModelConfig, TypingConfig
 from streamgen.records import SCHEMA_VERSION
 
 __all__ = ["HASH_CHARS", "Cell", "Shard", "balanced_order", "expand_cells", "expand_shards", "stable_hash"]
@@ -34,20 +34,29 @@ class Cell:
     verifier_mode: str | None  # VERIFIER_MODE_FAMILIES only (bidirectional, diffusion_gemma): visible | hidden
     max_new_tokens: int
     limit: int | None = None  # the grid's example limit: in the fingerprint, not in the shard ids
+    segmentation: str = "sentence"  # granularity (and chunk size): sentence | word | chars:N
+    live: TypingConfig | None = None  # set when the stream runs live (typing.live_policy)
+
+    def timing(self) -> dict[str, Any]:
+        """The cell's timing settings, only those not at their default (so default cells keep their ids)."""
+        timing: dict[str, Any] = {} if self.segmentation == "sentence" else {"segmentation": self.segmentation}
+        if self.live is not None:
+            timing["live"] = dataclasses.asdict(self.live)
+        return timing
 
     def settings(self) -> dict[str, Any]:
         """Every result-defining setting of the cell (``streamgen.cells.cell_settings``)."""
         return cell_settings(self.model, self.benchmark, acceptance=self.acceptance, tau=self.tau,
                              verifier_mode=self.verifier_mode, max_new_tokens=self.max_new_tokens,
-                             limit=self.limit)
+                             limit=self.limit, timing=self.timing())
 
     @property
     def fingerprint(self) -> str:
         return cell_fingerprint(self.settings())
 
     def identity(self) -> dict[str, Any]:
-        """Everything about the cell that changes its rows."""
-        return {
+        """Everything about the cell that changes its rows (timing keys only when not the default)."""
+        return {**self.timing(),
             "model": dataclasses.asdict(self.model),
             "benchmark": dataclasses.asdict(self.benchmark),
             "acceptance": self.acceptance,
@@ -99,7 +108,9 @@ def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
             rules.extend(("threshold", float(t)) for t in grid.taus)
         else:
             rules.append((acceptance, None))
-    cells = []
+    cells: list[Cell] = []
+    segmentation = grid.granularity if grid.granularity != "chars" else f"chars:{grid.segment_chars}"
+    live = grid.typing if grid.typing.live_policy is not None else None
     for m in grid.models:
         model = models[m]
         modes: list[str | None] = list(grid.verifier_modes) if model.family in VERIFIER_MODE_FAMILIES else [None]
@@ -107,7 +118,8 @@ def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
             bench = benchmarks[b]
             max_new = grid.max_new_tokens if grid.max_new_tokens is not None else bench.max_new_tokens
             for acceptance, tau in rules:
-                cells.extend(Cell(model, bench, acceptance, tau, mode, int(max_new), grid.limit) for mode in modes)
+                cells.extend(Cell(model, bench, acceptance, tau, mode, int(max_new), grid.limit, segmentation, live)
+                             for mode in modes)
     return cells
 
 

@@ -49,8 +49,12 @@ def _flat(prefix: str, value: Any, out: dict[str, Any]) -> None:
 
 
 def cell_settings(model: ModelConfig, benchmark: BenchmarkConfig, *, acceptance: str, tau: float | None,
-                  verifier_mode: str | None, max_new_tokens: int, limit: int | None) -> dict[str, Any]:
-    """Every result-defining setting of a cell as a flat ``{key: scalar}`` dict (keys sorted)."""
+                  verifier_mode: str | None, max_new_tokens: int, limit: int | None,
+                  timing: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every result-defining setting of a cell as a flat ``{key: scalar}`` dict (keys sorted).
+
+    ``timing``: the cell's non-default segmentation and live-typing settings (``jobs.shards.Cell.timing``);
+    absent keys keep the fingerprints of cells run with the defaults unchanged."""
     out: dict[str, Any] = {
         "model": model.name, "benchmark": benchmark.name, "acceptance": acceptance, "tau": tau,
         "verifier_mode": verifier_mode, "max_new_tokens": int(max_new_tokens), "limit": limit,
@@ -62,6 +66,8 @@ def cell_settings(model: ModelConfig, benchmark: BenchmarkConfig, *, acceptance:
         for f in dataclasses.fields(cfg):
             if f.name not in skip:
                 _flat(f"{prefix}.{f.name}", getattr(cfg, f.name), out)
+    for key, value in (timing or {}).items():
+        _flat(f"timing.{key}", value, out)
     return dict(sorted(out.items()))
 
 

@@ -33,6 +33,9 @@ TINY_ARCHS = ("llama", "qwen3", "gemma3", "llada", "dream", "diffusion_gemma")
 ACCEPTANCE_RULES = ("greedy", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
 EXECUTORS = ("local", "debug", "slurm")
+GRANULARITIES = ("sentence", "word", "chars")
+POLICIES = ("every", "latest", "every_k", "cap")
+LIVE_POLICIES = ("every", "latest", "every_k")  # a draft cap changes decoding itself: post hoc only
 
 
 class ConfigError(ValueError):
@@ -110,6 +113,25 @@ class RayConfig:
 
 
 @dataclass(frozen=True)
+class TypingConfig:
+    """Typing timelines and drafting policies (DESIGN §11; docs/timing.md).
+
+    ``chars_per_s`` lists the typing rates the post-hoc analysis sweeps; a live grid types at exactly
+    one. Segment i arrives at (characters typed up to its end) / rate + pauses, where code blocks
+    are pasted (arrive at once) when ``paste_code`` and every sentence end but the last adds
+    ``sentence_pause_s``.
+    """
+
+    chars_per_s: list[float] = field(default_factory=lambda: [4.0, 6.7, 10.0])
+    sentence_pause_s: float = 0.0
+    paste_code: bool = True
+    policies: list[str] = field(default_factory=lambda: list(POLICIES))  # post-hoc: every | latest | every_k | cap
+    every_k: int = 2  # every_k: draft at every k-th segment (and the last)
+    cap_tokens: int = 32  # cap: drafts never longer than this many tokens
+    live_policy: str | None = None  # grid only: run the stream live on the real clock (every | latest | every_k)
+
+
+@dataclass(frozen=True)
 class GridConfig:
     """A grid of (model × benchmark × acceptance/τ × example) cells (``configs/grid/<name>.yaml``)."""
 
@@ -134,6 +156,9 @@ class GridConfig:
     # {ds1000: ["options.python=null"]}; they enter the shard ids like the rest of the benchmark config.
     benchmark_overrides: dict[str, list[str]] = field(default_factory=dict)
     ray: RayConfig = field(default_factory=RayConfig)
+    granularity: str = "sentence"  # arrival unit: sentence | word | chars (segment_chars each)
+    segment_chars: int = 40
+    typing: TypingConfig = field(default_factory=TypingConfig)
 
 
 @dataclass(frozen=True)
@@ -352,6 +377,8 @@ def validate_grid(grid: GridConfig) -> list[str]:
     for mode in grid.verifier_modes:
         if mode not in ("visible", "hidden"):
             p.append(f"verifier_modes has {mode!r}: use visible and/or hidden")
+    p.extend(validate_granularity(grid.granularity, grid.segment_chars))
+    p.extend(validate_typing(grid.typing, live=True))
     if grid.cluster not in available("cluster"):
         p.append(f"cluster={grid.cluster!r} unknown: known are {', '.join(available('cluster'))}")
     return p
@@ -360,6 +387,37 @@ def validate_grid(grid: GridConfig) -> list[str]:
 def unused_overrides(grid: GridConfig) -> list[str]:
     """Names in ``benchmark_overrides`` that this grid does not run (ignored, not an error)."""
     return sorted(b for b in grid.benchmark_overrides if b not in grid.benchmarks)
+
+
+def validate_granularity(granularity: str, segment_chars: int) -> list[str]:
+    p = []
+    if granularity not in GRANULARITIES:
+        p.append(f"granularity={granularity!r} is not one of {GRANULARITIES}")
+    if segment_chars < 1:
+        p.append(f"segment_chars={segment_chars} must be ≥ 1 (characters per segment for granularity=chars)")
+    return p
+
+
+def validate_typing(cfg: TypingConfig, *, live: bool = False) -> list[str]:
+    """Problems with a typing config; ``live`` also checks ``live_policy`` (a grid's setting)."""
+    p = []
+    if not cfg.chars_per_s or any(not (math.isfinite(r) and r > 0) for r in cfg.chars_per_s):
+        p.append(f"typing.chars_per_s={list(cfg.chars_per_s)} needs positive finite rates, e.g. [4,6.7,10]")
+    if not (math.isfinite(cfg.sentence_pause_s) and cfg.sentence_pause_s >= 0):
+        p.append(f"typing.sentence_pause_s={cfg.sentence_pause_s} must be ≥ 0 seconds")
+    p.extend(f"typing.policies has {x!r}: use {POLICIES}" for x in cfg.policies if x not in POLICIES)
+    if cfg.every_k < 1:
+        p.append(f"typing.every_k={cfg.every_k} must be ≥ 1")
+    if cfg.cap_tokens < 1:
+        p.append(f"typing.cap_tokens={cfg.cap_tokens} must be ≥ 1")
+    if live and cfg.live_policy is not None:
+        if cfg.live_policy not in LIVE_POLICIES:
+            p.append(f"typing.live_policy={cfg.live_policy!r}: live runs support {LIVE_POLICIES} "
+                     "(cap is evaluated post hoc only)")
+        if len(cfg.chars_per_s) != 1:
+            p.append(f"typing.live_policy is set but typing.chars_per_s={list(cfg.chars_per_s)}: a live run "
+                     "types at one rate, e.g. typing.chars_per_s=[10]")
+    return p
 
 
 def grid_benchmark_config(grid: GridConfig, name: str) -> BenchmarkConfig:

@@ -80,6 +80,8 @@ class PairRecord:
     cell_fingerprint: str | None = None  # hash of every result-defining setting (streamgen.cells); null before v2
     cell_settings: str | None = None  # those settings as flat JSON, so the analysis can say what differs
     sandbox_view: str | None = None  # what scored programs could see ('allowlist-1', 'host'); null unscored
+    live_policy: str | None = None  # live cells: the drafting policy on the real clock (docs/timing.md)
+    live_chars_per_s: float | None = None  # live cells: the typing rate
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,10 @@ class StepRecord:
     verify_median_prob: float | None = None  # median verifier probability of the incoming draft; null without
     cell_fingerprint: str | None = None  # as on the pairs row
     draft_fingerprint: str | None = None  # hash of the draft token ids this step produced (its answer)
+    pasted_chars: int | None = None  # of prefix_chars, characters inside code blocks (pasted when typing)
+    sentence_ends: int | None = None  # sentence boundaries strictly inside the prefix (typing pauses)
+    arrival_s: float | None = None  # live cells: segment arrival after the first keystroke
+    start_s: float | None = None  # live cells: when the step started, same origin
 
 
 @dataclass(frozen=True)

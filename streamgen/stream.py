@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import traceback as tb
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from streamgen.benchmarks import empty_answer_reason
 from streamgen.config import ConfigError
 from streamgen.decoding.base import AcceptanceRule, Decoder, Generation, Message, StepResult
+from streamgen.live import LiveSettings, StepTiming, run_stream_live
 from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord
+from streamgen.timeline import prefix_counts
 from streamgen.version import code_version
 
 log = logging.getLogger(__name__)
@@ -61,6 +65,7 @@ class PairOutcome:
     run_order: str  # 'base_first' | 'stream_first'
     request: StreamRequest | None = None
     min_residual_forwards: int | None = None  # the family's floor (1 autoregressive, 3 ReFusion)
+    timing: tuple[StepTiming, ...] | None = None  # live runs: which prefix each step ran, and when
 
     @property
     def final(self) -> StepResult:
@@ -126,19 +131,31 @@ def run_stream(decoder: Decoder, request: StreamRequest, rule: AcceptanceRule) -
     return tuple(steps)
 
 
-def run_pair(decoder: Decoder, request: StreamRequest, rule: AcceptanceRule, *, base_first: bool) -> PairOutcome:
-    """Run the base run and the stream run of one example back to back, in the given order."""
+def run_pair(decoder: Decoder, request: StreamRequest, rule: AcceptanceRule, *, base_first: bool,
+             live: LiveSettings | None = None, clock: Callable[[], float] = time.perf_counter,
+             sleep: Callable[[float], None] = time.sleep) -> PairOutcome:
+    """Run the base run and the stream run of one example back to back, in the given order.
+
+    With ``live`` the stream run types the request on ``clock`` and drafts by its policy
+    (:mod:`streamgen.live`); without it, prefixes 1..n replay back to back."""
     check_request(decoder, request)
+
+    def stream() -> tuple[tuple[StepResult, ...], tuple[StepTiming, ...] | None]:
+        if live is None:
+            return run_stream(decoder, request, rule), None
+        run = run_stream_live(decoder, request, rule, live, clock=clock, sleep=sleep)
+        return run.steps, run.timing
+
     if base_first:
         base = decoder.generate(request.messages())
-        steps = run_stream(decoder, request, rule)
+        steps, timing = stream()
     else:
-        steps = run_stream(decoder, request, rule)
+        steps, timing = stream()
         base = decoder.generate(request.messages())
     log.debug("example %s: base %d forwards, residual %d", request.example_id, base.forwards,
               steps[-1].answer.forwards)
     return PairOutcome(base, steps, "base_first" if base_first else "stream_first", request,
-                       getattr(decoder, "min_residual_forwards", None))
+                       getattr(decoder, "min_residual_forwards", None), timing)
 
 
 # --------------------------------------------------------------------------------------------
@@ -168,6 +185,8 @@ class RecordContext:
     token_threshold: float | None = None
     cell_fingerprint: str | None = None  # streamgen.cells.cell_fingerprint of the cell
     cell_settings: str | None = None  # streamgen.cells.settings_json of the cell
+    live_policy: str | None = None  # live cells only (streamgen.live)
+    live_chars_per_s: float | None = None
 
 
 class Records(NamedTuple):
@@ -191,7 +210,8 @@ def _pair(ctx: RecordContext, example_id: str, n_segments: int, **values: object
         verifier_mode=ctx.verifier_mode, device=ctx.device, actor_id=ctx.actor_id,
         schema_version=SCHEMA_VERSION, code_version=ctx.code_version, slot_threshold=ctx.slot_threshold,
         token_threshold=ctx.token_threshold, cell_fingerprint=ctx.cell_fingerprint,
-        cell_settings=ctx.cell_settings, **values)  # type: ignore[arg-type]
+        cell_settings=ctx.cell_settings, live_policy=ctx.live_policy,
+        live_chars_per_s=ctx.live_chars_per_s, **values)  # type: ignore[arg-type]
 
 
 def build_records(outcome: PairOutcome, ctx: RecordContext, base_quality: float | None = None,
@@ -230,7 +250,10 @@ def draft_fingerprint(token_ids: tuple[int, ...] | list[int]) -> str:
 
 def step_records(outcome: PairOutcome, ctx: RecordContext) -> list[StepRecord]:
     assert outcome.request is not None
-    req, n = outcome.request, len(outcome.steps)
+    req, n = outcome.request, len(outcome.request.segments)
+    counts = prefix_counts(req.segments)
+    live = {t.step: t for t in outcome.timing or ()}  # a live run's steps: the prefixes it drafted
+    run = list(live) if live else list(range(1, n + 1))
     return [
         StepRecord(
             run_id=ctx.run_id, shard_id=ctx.shard_id, cell_id=ctx.cell_id, model=ctx.model,
@@ -241,8 +264,10 @@ def step_records(outcome: PairOutcome, ctx: RecordContext) -> list[StepRecord]:
             forward_wall_s=st.answer.meter.forward_wall_s,
             verify_median_prob=st.extra.get("verify_median_prob"), verifier_mode=ctx.verifier_mode,
             schema_version=SCHEMA_VERSION, code_version=ctx.code_version, cell_fingerprint=ctx.cell_fingerprint,
-            draft_fingerprint=draft_fingerprint(st.answer.token_ids))
-        for i, st in enumerate(outcome.steps, start=1)
+            draft_fingerprint=draft_fingerprint(st.answer.token_ids),
+            pasted_chars=counts[i - 1].pasted_chars, sentence_ends=counts[i - 1].sentence_ends,
+            arrival_s=live[i].arrival_s if live else None, start_s=live[i].start_s if live else None)
+        for i, st in zip(run, outcome.steps, strict=True)
     ]
 
 

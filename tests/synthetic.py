@@ -147,9 +147,7 @@ def pairs_table(spec: SyntheticSpec, cell_index: int, n: int, rng: np.random.Gen
     for name in ("base_tokens_fed", "residual_tokens_fed", "base_answer_tokens", "stream_answer_tokens"):
         cols[name] = pa.array(num["base_forwards"])
     cols["schema_version"] = pa.array(np.full(n, SCHEMA_VERSION, dtype=np.int64))
-    # Columns no statistic reads here (e.g. ReFusion's effective thresholds) are null, as for most models.
-    return pa.table([cols[f.name].cast(f.type) if f.name in cols else pa.nulls(n, f.type) for f in PAIRS_SCHEMA],
-                    schema=PAIRS_SCHEMA)
+    return pa.table([_col(cols, f, n) for f in PAIRS_SCHEMA], schema=PAIRS_SCHEMA)
 
 
 def steps_table(pairs: pa.Table) -> pa.Table:
@@ -208,7 +206,12 @@ def steps_table(pairs: pa.Table) -> pa.Table:
             "draft_fingerprint": pa.array([f"d{o}-{s // 2}" for o, s in zip(owner, step, strict=True)]),
         }
     )
-    return pa.table([cols[f.name].cast(f.type) for f in STEPS_SCHEMA], schema=STEPS_SCHEMA)
+    return pa.table([_col(cols, f, len(owner)) for f in STEPS_SCHEMA], schema=STEPS_SCHEMA)
+
+
+def _col(cols: dict[str, pa.Array], f: pa.Field, n: int) -> pa.Array:
+    """The column of field ``f``; optional record fields the generator does not fill are null."""
+    return cols[f.name].cast(f.type) if f.name in cols or not f.nullable else pa.nulls(n, f.type)
 
 
 def runs_table(spec: SyntheticSpec) -> pa.Table:

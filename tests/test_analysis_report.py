@@ -14,6 +14,7 @@ from matplotlib.image import imread
 
 from analysis.report import print_summary, write_report
 from analysis.tables import TABLES, build_tables, compare_tables
+from analysis.timing import build_typing
 from tests.analysis_fixtures import RecordSet, pair_record, write_record_set
 from tests.synthetic import SyntheticSpec, write_synthetic_results
 
@@ -63,7 +64,9 @@ def test_report_has_every_section_and_one_csv_per_table(report, run_dir: Path) -
         assert heading in text, heading
     assert "average (macro)" in text and "pooled" in text
     tables = build_tables(run_dir, threads=1)
-    assert sorted(p.name for p in report.csv_paths) == sorted(f"{n}.csv" for n in TABLES)
+    typing = build_typing(run_dir, threads=1)
+    tables.update({"typing": typing.summary, "cost_models": typing.cost_models})
+    assert sorted(p.name for p in report.csv_paths) == sorted(f"{n}.csv" for n in (*TABLES, "typing", "cost_models"))
     for path in report.csv_paths:
         assert pacsv.read_csv(path).num_rows == tables[path.stem].num_rows, path.name
     assert tables["cells"].num_rows > 0 and tables["adaptation"].num_rows > 0

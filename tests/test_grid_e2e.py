@@ -131,6 +131,21 @@ def test_example_errors_are_rows_and_the_run_stops_past_max_error_fraction(
     assert len(runs) == 1 and runs[0]["finished_at"] is not None
 
 
+def test_live_grid_by_word_records_the_timeline(tmp_path: Path) -> None:
+    """typing.live_policy on the grid: the stream runs on the real clock, rows carry arrivals and starts."""
+    grid = grid_config("smoke", ["models=[tiny-llama]", "benchmarks=[coedit]", "limit=2", "max_new_tokens=4",
+                                 "granularity=word", "typing.chars_per_s=[2000]", "typing.live_policy=every",
+                                 f"results_dir={tmp_path}"])
+    summary = run_grid(grid, progress=False)
+    assert summary.shards_done == len(plan_grid(grid).shards) and not summary.shards_failed
+    pairs, steps = rows(tmp_path, "pairs"), rows(tmp_path, "steps")
+    assert {p["live_policy"] for p in pairs} == {"every"} and {p["live_chars_per_s"] for p in pairs} == {2000.0}
+    assert all(p["n_segments"] > 5 for p in pairs)  # words, not sentences
+    for s in steps:  # no step starts before its segment has been typed
+        assert s["arrival_s"] == pytest.approx(s["prefix_chars"] / 2000.0 - s["pasted_chars"] / 2000.0)
+        assert s["start_s"] >= s["arrival_s"] - 1e-6
+
+
 def test_local_ray_listens_and_connects_on_loopback_only() -> None:
     import psutil
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from jobs.shards import Cell, balanced_order, expand_cells, expand_shards, stable_hash
-from streamgen.config import BenchmarkConfig, GridConfig, ModelConfig
+from streamgen.config import BenchmarkConfig, GridConfig, ModelConfig, TypingConfig
 
 MODELS = {
     "ar": ModelConfig(name="ar", family="autoregressive", source="tiny", tiny_arch="llama"),
@@ -61,12 +61,25 @@ def test_shard_ids_are_stable_and_change_with_what_changes_results() -> None:
         "revision": _shards(_grid(), models={**MODELS, "ar": dataclasses.replace(MODELS["ar"], revision="r2")}),
         "data version": _shards(_grid(), benches={**BENCHES, "b1": dataclasses.replace(BENCHES["b1"], version="2")}),
         "decode settings": _shards(_grid(), models={**MODELS, "ar": dataclasses.replace(MODELS["ar"], decoding={"k": 1})}),
+        "granularity": _shards(_grid(granularity="word")),
+        "chunk size": _shards(_grid(granularity="chars", segment_chars=20)),
+        "live": _shards(_grid(typing=TypingConfig(chars_per_s=[10.0], live_policy="latest"))),
     }
     for what, shards in changed.items():
         assert set(ids) != {s.shard_id for s in shards}, what
     # Adding a τ keeps the ids of the unchanged cells: their files are reused on resume.
     more = {s.shard_id for s in _shards(_grid(taus=[0.5, 0.9, 0.7]))}
     assert set(ids) < more
+
+
+def test_default_timing_leaves_the_cell_identity_as_it_was() -> None:
+    """Sentence segments replayed back to back: no timing key, so ids change only with the schema."""
+    for cell in expand_cells(_grid(typing=TypingConfig(chars_per_s=[1.0, 2.0])), MODELS, BENCHES):
+        assert "segmentation" not in cell.identity() and "live" not in cell.identity()
+        assert cell.live is None and cell.segmentation == "sentence"
+    live = expand_cells(_grid(granularity="chars", segment_chars=9,
+                              typing=TypingConfig(chars_per_s=[10.0], live_policy="every")), MODELS, BENCHES)
+    assert {c.segmentation for c in live} == {"chars:9"} and {c.live.live_policy for c in live} == {"every"}
 
 
 def test_schema_version_is_part_of_the_id(monkeypatch) -> None:  # type: ignore[no-untyped-def]

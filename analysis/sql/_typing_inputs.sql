@@ -1,0 +1,18 @@
+-- The recorded steps of included requests, with what the typing analysis needs from their pairs row
+-- (analysis/timing.py reads this, evaluates each example under every typing rate and policy, and
+-- registers the result as typing_examples for typing.sql). Ordered so that one example's steps are
+-- consecutive and in step order.
+--   live_policy   NULL for the replay (every prefix, back to back); set for cells run live
+SELECT
+    p.model, p.benchmark, p.acceptance, p.tau, p.variant, p.verifier_mode, p.device,
+    p.run_id, p.cell_id, p.example_id, p.live_policy, p.live_chars_per_s,
+    p.base_wall_s, p.base_forwards, p.base_tokens_fed,
+    s.step, s.is_final, s.prefix_chars,
+    coalesce(s.pasted_chars, 0) AS pasted_chars,
+    coalesce(s.sentence_ends, 0) AS sentence_ends,
+    s.wall_s, s.forwards, s.tokens_fed, s.draft_tokens_in, s.accepted_tokens, s.generated_tokens,
+    s.arrival_s, s.start_s
+FROM steps s
+JOIN pairs p ON s.run_id = p.run_id AND s.cell_id = p.cell_id AND s.example_id = p.example_id
+WHERE p.error_type IS NULL AND p.excluded_reason IS NULL
+ORDER BY p.model, p.device, p.run_id, p.cell_id, p.example_id, s.step;

@@ -1,0 +1,77 @@
+"""Figures of the typing analysis: wait against typing rate, and p95 wait against the number of users.
+
+Drawn on ``matplotlib.figure.Figure`` with the Agg canvas (no pyplot state), like analysis/figures.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from analysis.figures import setting_label, slug
+
+_SETTING = ("model", "acceptance", "tau", "variant", "verifier_mode")
+
+
+def wait_against_rate(summary: pa.Table, out_dir: Path) -> list[Path]:
+    """One PNG per model setting: median wait vs typing rate, one panel per benchmark, one line per
+    post-hoc policy, the base wait dashed, live figures as crosses."""
+    rows = summary.to_pylist()
+    settings: dict[tuple, list[dict]] = {}
+    for r in rows:
+        settings.setdefault(tuple(r[k] for k in _SETTING), []).append(r)
+    paths = []
+    for key, sub in settings.items():
+        label = setting_label(dict(zip(_SETTING, key, strict=True)))
+        benches = sorted({r["benchmark"] for r in sub})
+        fig = Figure(figsize=(4.2 * len(benches), 3.4))
+        FigureCanvasAgg(fig)
+        for i, bench in enumerate(benches):
+            ax = fig.add_subplot(1, len(benches), i + 1)
+            _panel(ax, [r for r in sub if r["benchmark"] == bench], bench)
+        fig.suptitle(f"Wait after the last keystroke — {label}")
+        fig.tight_layout()
+        path = out_dir / f"typing-wait-{slug(label)}.png"
+        fig.savefig(path, dpi=110)
+        paths.append(path)
+    return paths
+
+
+def _panel(ax: Axes, rows: list[dict], bench: str) -> None:
+    post = [r for r in rows if r["source"] == "post_hoc"]
+    for policy in sorted({r["policy"] for r in post}):
+        pts = sorted((r["rate"], r["median_wait_s"]) for r in post if r["policy"] == policy)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=policy)
+    base = sorted({(r["rate"], r["median_base_wait_s"]) for r in post if r["policy"] == "every"})
+    if base:
+        ax.plot([b[0] for b in base], [b[1] for b in base], "k--", label="base (submit, then decode)")
+    for r in (r for r in rows if r["source"] == "live"):
+        ax.plot([r["rate"]], [r["median_wait_s"]], "x", markersize=9, label=f"live {r['policy']}")
+    ax.set_title(bench)
+    ax.set_xlabel("typing rate (chars/s)")
+    ax.set_ylabel("median wait (s)")
+    ax.legend(fontsize=7)
+
+
+def p95_against_users(table: pa.Table, path: Path, title: str) -> Path:
+    """p95 wait against K, one line per simulated policy (log-2 x axis)."""
+    rows = table.to_pylist()
+    fig = Figure(figsize=(5.5, 3.8))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for policy in dict.fromkeys(r["policy"] for r in rows):
+        pts = sorted((r["users"], r["p95_wait_s"]) for r in rows if r["policy"] == policy)
+        style = "k--" if policy == "submit_then_decode" else "-"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=policy)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("users typing at once (K)")
+    ax.set_ylabel("p95 wait after last keystroke (s)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
