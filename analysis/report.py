@@ -92,6 +92,10 @@ ADAPT = [
     Column("median_speedup_after", "after", "x"),
     Column("mean_speedup_before", "mean before", "x"),
     Column("mean_speedup_after", "after", "x"),
+    Column("preserved_share_before", "draft preserved before", "share"),
+    Column("preserved_share_after", "after", "share"),
+    Column("one_forward_share_before", "1 residual fwd before", "share"),
+    Column("one_forward_share_after", "after", "share"),
 ]
 SWEEP = [
     Column("setting", "Model · setting"),

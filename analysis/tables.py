@@ -142,7 +142,7 @@ def build_tables(
         con.close()
 
 
-_DEPENDS = {"models": {"cells"}, "adaptation": {"cells"}, "tau_sweep": {"models", "cells"}}
+_DEPENDS = {"models": {"cells"}, "adaptation": {"cells", "distribution"}, "tau_sweep": {"models", "cells"}}
 
 
 def _is_dependency(name: str, wanted: set[str]) -> bool:
