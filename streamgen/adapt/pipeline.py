@@ -115,7 +115,7 @@ def train_adapter(cfg: AdaptConfig, on_step: Callable[[TrainProgress], None] | N
     device = resolve_device(cfg.train.device)
     loaded = load_model_and_tokenizer(model_config(cfg.model), device)
     data = encode(cfg, read_pairs(cfg), loaded.model, loaded.tokenizer, device)
-    model = lora_model(loaded.model, cfg.lora)
+    model = lora_model(loaded.model, cfg.lora, cfg.train.seed)
     record = training_record(cfg, data, device)
     pad = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else 0
     losses: list[float] = []
@@ -146,7 +146,7 @@ def merge_adapter(cfg: AdaptConfig) -> Path:
                                 "run the train stage first (stage=train)")
     base = model_config(cfg.model)
     loaded = load_model_and_tokenizer(base, "cpu")
-    model = lora_model(loaded.model, cfg.lora)
+    model = lora_model(loaded.model, cfg.lora, cfg.train.seed)
     checkpoint.load_adapter(final, model)
     folder = save_model_folder(merged_model(model), loaded.tokenizer, cfg.out_dir / "model")
     adapted = adapted_config(base, cfg.adapted_name, folder.resolve(), cfg.variant, cfg.output.system_prompt)

@@ -73,13 +73,19 @@ def encode_pairs(pairs: Sequence[TrainingPair], render: Callable[[Sequence[Messa
     return EncodedSet(tuple(out), skipped)
 
 
-def lora_model(model: Any, lora: LoraSettings) -> Any:
-    """``model`` wrapped with LoRA adapters on ``lora.target_modules``; only they are trainable."""
+def lora_model(model: Any, lora: LoraSettings, seed: int) -> Any:
+    """``model`` wrapped with LoRA adapters on ``lora.target_modules``; only they are trainable.
+
+    The adapters' random initialisation is seeded (the global torch RNG is left untouched), so a run
+    and its resumed twin start from the same weights."""
+    import torch
     from peft import LoraConfig, get_peft_model
 
     cfg = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                      target_modules=list(lora.target_modules), task_type="CAUSAL_LM", bias="none")
-    return get_peft_model(model, cfg)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return get_peft_model(model, cfg)
 
 
 def step_indices(n: int, seed: int, step: int, count: int) -> list[int]:
