@@ -38,7 +38,7 @@ STAGES = ("pairs", "train", "merge", "eval")
 
 
 def parse_args(argv: Sequence[str]) -> tuple[str, tuple[str, ...], list[str]]:
-    name, stages, overrides = "smollm2-mbpp", [], []
+    name, stages, overrides = "smollm2-mbpp", list[str](), list[str]()
     for arg in argv:
         if arg in ("-h", "--help"):
             print(__doc__)

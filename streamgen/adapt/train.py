@@ -90,7 +90,8 @@ def lora_model(model: Any, lora: LoraSettings, seed: int) -> Any:
 
 def step_indices(n: int, seed: int, step: int, count: int) -> list[int]:
     """The pair indices of optimizer step ``step``: epochs of seeded permutations, read in order."""
-    out, pos = [], step * count
+    out: list[int] = []
+    pos = step * count
     while len(out) < count:
         epoch, offset = divmod(pos, n)
         order = list(range(n))
