@@ -97,6 +97,8 @@ ADAPT = [
     Column("mean_speedup_after", "after", "x"),
     Column("accept_ratio_before", "accept ratio before", "share"),
     Column("accept_ratio_after", "after", "share"),
+    Column("preserved_share_before", "draft preserved before", "share"),
+    Column("preserved_share_after", "after", "share"),
     Column("one_forward_share_before", "1 residual fwd before", "share"),
     Column("one_forward_share_after", "after", "share"),
 ]

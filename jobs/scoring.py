@@ -56,7 +56,7 @@ class ShardContext:
                   segments: Mapping[tuple[str, str], Sequence[str]],
                   excluded: Mapping[tuple[str, str], str | None]) -> ShardContext:
         c, keys = shard.cell, [(shard.cell.benchmark.name, e) for e in shard.example_ids]
-        return cls(run_id, shard.shard_id, c.cell_id, c.model.name, c.model.family, c.model.variant, c.benchmark,
+        return cls(run_id, shard.shard_id, c.cell_id, c.model.row_model, c.model.family, c.model.variant, c.benchmark,
                    c.acceptance, c.tau, c.verifier_mode, code_version, shard.example_ids,
                    tuple(len(segments[k]) for k in keys), tuple(excluded[k] for k in keys),
                    c.fingerprint, settings_json(c.settings()),

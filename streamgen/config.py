@@ -81,6 +81,14 @@ class ModelConfig:
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     decoding: dict[str, Any] = field(default_factory=dict)  # family-specific decode settings
     variant: str | None = None  # adaptation variant label carried into result rows
+    # An adapted model: the plain model's name. Its result rows carry that name as `model` (and
+    # `variant`), so Table 3 sets the variant next to the plain model (docs/adaptation.md).
+    base_model: str | None = None
+
+    @property
+    def row_model(self) -> str:
+        """The ``model`` column of this model's result rows: the plain model's name for a variant."""
+        return self.base_model or self.name
 
 
 @dataclass(frozen=True)
@@ -305,6 +313,8 @@ def validate_model(cfg: ModelConfig) -> list[str]:
         p.append(f"model {n}: source=tiny needs tiny_arch in {TINY_ARCHS}, got {cfg.tiny_arch!r}")
     if cfg.dtype not in DTYPES:
         p.append(f"model {n}: dtype={cfg.dtype!r} is not one of {DTYPES}")
+    if cfg.base_model is not None and not cfg.variant:
+        p.append(f"model {n}: base_model={cfg.base_model} needs variant= (rows would pass for the plain model's)")
     return p
 
 
@@ -346,11 +356,16 @@ def validate_grid(grid: GridConfig) -> list[str]:
         data_dir = None  # type: ignore[assignment]
     if not grid.models:
         p.append("models=[] is empty: name at least one model from configs/models/")
+    row_names: dict[tuple[str, str | None], str] = {}
     for m in grid.models:
         try:
-            p.extend(validate_model(model_config(m)))
+            cfg = model_config(m)
         except ConfigError as exc:
             p.extend(exc.problems)
+            continue
+        p.extend(validate_model(cfg))
+        if (twin := row_names.setdefault((cfg.row_model, cfg.variant), m)) != m:
+            p.append(f"models {twin} and {m} would write rows as the same (model, variant): give {m} its own variant")
     if not grid.benchmarks:
         p.append("benchmarks=[] is empty: name at least one benchmark from configs/benchmarks/")
     for b in grid.benchmarks:

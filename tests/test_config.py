@@ -9,6 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from streamgen import config
+from streamgen.adapt.config import AdaptConfig, validate_adapt
 from streamgen.config import (
     BenchmarkConfig,
     ClusterConfig,
@@ -20,7 +21,8 @@ from streamgen.config import (
     load,
 )
 
-KINDS = {"models": ModelConfig, "benchmarks": BenchmarkConfig, "grid": GridConfig, "cluster": ClusterConfig}
+KINDS = {"models": ModelConfig, "benchmarks": BenchmarkConfig, "grid": GridConfig, "cluster": ClusterConfig,
+         "adapt": AdaptConfig}
 ALL_YAML = sorted(p for p in configs_dir().rglob("*") if p.suffix in (".yaml", ".yml"))
 
 
@@ -31,6 +33,8 @@ def _validate(kind: str, cfg) -> list[str]:
         return config.validate_benchmark(cfg, default_data_dir())
     if kind == "grid":
         return config.validate_grid(cfg)
+    if kind == "adapt":
+        return validate_adapt(cfg)
     return [] if cfg.executor in config.EXECUTORS else [f"executor={cfg.executor!r}"]
 
 

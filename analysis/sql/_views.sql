@@ -47,6 +47,8 @@ SELECT
         END
     END AS kept,
     CASE WHEN is_included THEN base_answer IS DISTINCT FROM stream_answer END AS answer_changed,
+    CASE WHEN is_included THEN draft_tokens_final END AS draft_final,
+    CASE WHEN is_included THEN accepted_tokens_final END AS accepted_final,
     CASE WHEN is_included THEN residual_forwards = 1 END AS one_forward,
     CASE WHEN is_included THEN residual_forwards <= min_residual_forwards END AS at_floor
 FROM derived;

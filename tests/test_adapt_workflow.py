@@ -1,0 +1,56 @@
+"""workflows/adapt.py: argument errors, leakage refused from the command line, the submitit path, and
+(slow, integration) the whole smoke chain with real Ray, sandbox and DuckDB."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from streamgen.adapt.config import adapt_config
+from streamgen.config import REPO_ROOT, ModelConfig, cluster_config, load
+from workflows import adapt as workflow
+
+
+def test_bad_stage_and_leaky_source_exit_2_before_any_model_loads(tmp_path: Path, capsys) -> None:
+    assert workflow.main(["adapt=smoke", "stage=nope"]) == 2
+    assert "stage=nope" in capsys.readouterr().err
+    leaky = ["adapt=smoke", "stage=pairs", f"output.dir={tmp_path}", "source.benchmark_overrides=[options.split=test]"]
+    assert workflow.main(leaky) == 2
+    err = capsys.readouterr().err
+    assert "leaks into evaluation" in err and "MBPP task 11" in err
+    assert not (tmp_path / "pairs.parquet").exists()
+
+
+@pytest.mark.slow
+def test_model_stages_run_as_a_submitit_job(tmp_path: Path) -> None:
+    """cluster=debug: the AdaptJob that Slurm would run, in this process."""
+    from jobs.adapt_job import launch
+
+    cfg = adapt_config("smoke", ["source.limit=2", "train.steps=2", "train.save_every=1", f"output.dir={tmp_path}",
+                                 f"output.configs_dir={tmp_path / 'models'}", "cluster=debug"])
+    paths = launch(cfg, ("pairs", "train", "merge"), cluster_config("debug"))
+    assert Path(paths["train"]).name == "step-000002"
+    adapted = load(ModelConfig, paths["merge"])
+    assert (adapted.variant, adapted.base_model, Path(adapted.path)) == ("smoke-2", "tiny-llama", tmp_path / "model")
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_smoke_chain_end_to_end(tmp_path: Path) -> None:
+    configs = tmp_path / "configs"
+    shutil.copytree(REPO_ROOT / "configs", configs)
+    env = {**os.environ, "STREAMGEN_CONFIGS": str(configs)}
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "workflows/adapt.py", "adapt=smoke", f"output.dir={out}"],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Table 3" in proc.stdout and "smoke-20" in proc.stdout
+    assert (configs / "models" / "tiny-llama-adapt-smoke.yaml").is_file()
+    rows = [r for f in (out / "eval").glob("pairs/**/*.parquet") for r in pq.read_table(f).to_pylist()]
+    assert {(r["model"], r["variant"]) for r in rows} == {("tiny-llama", None), ("tiny-llama", "smoke-20")}
