@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("starlette", reason="the demo needs its extra: pip install -e '.[demo]'")
 from streamgen.benchmarks import load_benchmark
 from streamgen.config import benchmark_config
 from streamgen.demo.server import create_app
+from streamgen.demo.session import token_digest
 from streamgen.segment import segment
 from tests.demo_support import ServerThread, config, tiny_decoder, user
 
@@ -133,6 +135,11 @@ def test_two_tabs_do_not_see_each_others_drafts(browser, server, decoder):
         _submit_and_wait(page)
         assert _tokens(page, "#answer") == decoder.generate(user(text)).token_ids
         assert page.inner_text("#status").startswith(f"segments {len(segment(text))} ")
+        rows = page.locator("#steps tbody tr")
+        chain = [(rows.nth(k).get_attribute("data-draft-in"), rows.nth(k).get_attribute("data-answer"))
+                 for k in range(rows.count())]
+        assert chain[0][0] == token_digest(())  # each tab's first step starts from no draft...
+        assert all(after[0] == before[1] for before, after in zip(chain, chain[1:], strict=False))  # ...then its own
     assert _tokens(a, "#answer") != _tokens(b, "#answer")
     a.close(), b.close()
 
@@ -151,3 +158,22 @@ def test_a_request_too_long_for_the_context_gets_a_message_and_the_page_recovers
     _submit_and_wait(page)
     assert page.inner_text("#residual").startswith("residual: ")
     page.close()
+
+
+@pytest.mark.slow
+def test_smollm2_page(browser, artifacts):
+    """The real SmolLM2 behind the page: a short request typed by hand lands on the base answer."""
+    from streamgen.config import model_config
+    from streamgen.models import load_decoder
+
+    smol = load_decoder(model_config("smollm2"), max_new_tokens=48)
+    text = "Write a Python function that returns the larger of two numbers. Keep it short. Add a docstring."
+    with ServerThread(create_app(smol, config(model="smollm2", max_new_tokens=48), "smollm2")) as srv:
+        page = _open(browser, srv)
+        page.locator("#request").press_sequentially(text, delay=60)  # about 16 characters a second
+        page.wait_for_function("Number(document.getElementById('status').dataset.steps) >= 1", timeout=120_000)
+        _submit_and_wait(page)
+        assert _steps(page) >= 2
+        assert _tokens(page, "#answer") == smol.generate(user(text)).token_ids
+        page.screenshot(path=str(artifacts / "demo-smollm2.png"))
+        page.close()

@@ -8,11 +8,15 @@ import math
 import time
 
 import pytest
+
+pytest.importorskip("starlette", reason="the demo needs its extra: pip install -e '.[demo]'")
+pytest.importorskip("httpx", reason="starlette's TestClient needs httpx: pip install -e '.[dev]'")
 from starlette.testclient import TestClient
 
 from streamgen.config import ConfigError
 from streamgen.demo.schedule import next_prefix
 from streamgen.demo.server import create_app
+from streamgen.demo.session import token_digest
 from streamgen.demo.settings import parse_args
 from streamgen.policies import Policy
 from streamgen.segment import segment
@@ -113,13 +117,21 @@ def test_typing_drafts_each_segment_and_the_answer_equals_the_base_answer(decode
 
 
 def test_two_sessions_keep_their_own_drafts(decoder, base_tokens):
-    with client_for(decoder) as client:
+    with client_for(decoder, policy="every") as client:
         a, b = open_session(client), open_session(client)
         assert a != b
-        type_in(client, a, REQUEST)
-        type_in(client, b, OTHER)
+        segs_a, segs_b = segment(REQUEST), segment(OTHER)
+        for i in range(1, max(len(segs_a), len(segs_b)) + 1):  # interleaved typing
+            for sid, segs in ((a, segs_a), (b, segs_b)):
+                assert client.post(f"/api/sessions/{sid}/text", json={"text": "".join(segs[:i])}).status_code == 200
         done_a, done_b = submit_and_wait(client, a, REQUEST), submit_and_wait(client, b, OTHER)
-    assert done_a["segments"] == len(segment(REQUEST)) and done_b["segments"] == len(segment(OTHER))
+    assert done_a["segments"] == len(segs_a) and done_b["segments"] == len(segs_b)
+    for done in (done_a, done_b):  # every step verified its own tab's previous draft
+        steps = done["steps"]
+        assert [s["step"] for s in steps] == list(range(1, done["segments"] + 1))
+        assert steps[0]["draft_in_id"] == token_digest(())
+        assert all(after["draft_in_id"] == before["answer_id"] for before, after in zip(steps, steps[1:], strict=False))
+    assert {s["answer_id"] for s in done_a["steps"]}.isdisjoint(s["answer_id"] for s in done_b["steps"])
     assert tuple(done_a["finished"]["answer_tokens"]) == base_tokens[REQUEST]
     assert tuple(done_b["finished"]["answer_tokens"]) == base_tokens[OTHER]
     assert base_tokens[REQUEST] != base_tokens[OTHER]  # else the check above could not tell them apart

@@ -10,6 +10,7 @@ submit it runs the final (residual) step, then the base decode of the same reque
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections import deque
@@ -53,6 +54,8 @@ class StepView:
     kept_text: str  # the accepted leading run of the incoming draft
     thrown_text: str  # the rest of the incoming draft, thrown away
     new_text: str  # what this step generated after the kept run
+    draft_in_id: str  # digest of the incoming draft's tokens: equals the previous step's answer_id
+    answer_id: str  # digest of the draft this step leaves
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,8 @@ class DemoSession:
                         result.generated_tokens, answer.forwards, answer.meter.tokens_fed, answer.wall_s,
                         dec.decode_text(used[: result.accepted_tokens]),
                         dec.decode_text(used[result.accepted_tokens:]),
-                        dec.decode_text(answer.token_ids[result.accepted_tokens:])), answer)
+                        dec.decode_text(answer.token_ids[result.accepted_tokens:]),
+                        token_digest(draft), token_digest(answer.token_ids)), answer)
 
     async def _finish(self) -> None:
         assert self.submitted_at is not None and self._final is not None
@@ -249,6 +253,11 @@ class DemoSession:
         await asyncio.gather(self._task, return_exceptions=True)
         await self.worker.run(self.stream.close)
         self._notify()
+
+
+def token_digest(tokens: Sequence[int]) -> str:
+    """A short digest of a token sequence, so the page and tests can follow a draft from step to step."""
+    return hashlib.sha1(",".join(map(str, tokens)).encode()).hexdigest()[:10]
 
 
 def _common(a: Sequence[str], b: Sequence[str]) -> int:

@@ -93,13 +93,14 @@ function render(s) {
     $("last-step").textContent = `step ${last.step}${last.final ? " (final)" : ""}: kept ${last.accepted_tokens} ` +
       `of ${last.draft_tokens_in} draft tokens, threw away ${last.draft_tokens_in - last.accepted_tokens}, ` +
       `generated ${last.generated_tokens} — ${last.forwards} forwards, ${last.wall_s.toFixed(3)} s`;
-    $("thrown").innerHTML = ""; 
+    $("thrown").textContent = "";
     if (last.thrown_text) { const d = document.createElement("del"); d.textContent = last.thrown_text; $("thrown").append("thrown away: ", d); }
   } else { $("last-step").textContent = "no step yet"; $("thrown").textContent = ""; }
   $("speculative").textContent = `${s.speculative_forwards} forwards, ${s.speculative_wall_s.toFixed(3)} s`;
   const body = $("steps").tBodies[0]; body.textContent = "";
   for (const st of s.steps) {
     const row = body.insertRow();
+    row.dataset.draftIn = st.draft_in_id; row.dataset.answer = st.answer_id;
     [st.step + (st.final ? " final" : ""), st.segments, st.draft_tokens_in, st.accepted_tokens,
      st.generated_tokens, st.forwards, st.wall_s.toFixed(3)].forEach((v) => cell(row, v));
   }
