@@ -54,42 +54,38 @@ async def _text(request: Request) -> str:
     return body["text"]
 
 
-def create_app(decoder: Decoder, cfg: DemoConfig, model_name: str) -> Starlette:
-    """The demo app around one loaded decoder (one model worker, one session manager)."""
-    worker = ModelWorker(decoder)
-    manager = SessionManager(worker, cfg)
-    info = {"model": model_name, "family": decoder.family, "acceptance": cfg.acceptance, "tau": cfg.tau,
-            "policy": cfg.policy, "every_k": cfg.every_k, "granularity": cfg.granularity,
-            "max_new_tokens": decoder.max_new_tokens, "idle_timeout_s": cfg.idle_timeout_s}
+class Routes:
+    """The request handlers, around one session manager."""
 
-    async def page(request: Request) -> Response:
+    def __init__(self, manager: SessionManager, info: dict[str, object]) -> None:
+        self.manager, self.info = manager, info
+
+    async def page(self, request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
 
-    async def config(request: Request) -> Response:
-        return JSONResponse(info)
+    async def config(self, request: Request) -> Response:
+        return JSONResponse(self.info)
 
-    async def open_session(request: Request) -> Response:
-        return JSONResponse({"id": manager.create().sid})
+    async def open_session(self, request: Request) -> Response:
+        return JSONResponse({"id": self.manager.create().sid})
 
-    async def text(request: Request) -> Response:
-        session = manager.get(request.path_params["sid"])
-        await session.update(await _text(request))
+    async def text(self, request: Request, *, submit: bool = False) -> Response:
+        session = self.manager.get(request.path_params["sid"])
+        await session.update(await _text(request), submit=submit)
         return JSONResponse({"ok": True, "segments": len(session.segments)})
 
-    async def submit(request: Request) -> Response:
-        session = manager.get(request.path_params["sid"])
-        await session.update(await _text(request), submit=True)
-        return JSONResponse({"ok": True, "segments": len(session.segments)})
+    async def submit(self, request: Request) -> Response:
+        return await self.text(request, submit=True)
 
-    async def state(request: Request) -> Response:
-        return JSONResponse(manager.get(request.path_params["sid"]).snapshot())
+    async def state(self, request: Request) -> Response:
+        return JSONResponse(self.manager.get(request.path_params["sid"]).snapshot())
 
-    async def release(request: Request) -> Response:
-        await manager.release(request.path_params["sid"], "closed by the page")
+    async def release(self, request: Request) -> Response:
+        await self.manager.release(request.path_params["sid"], "closed by the page")
         return JSONResponse({"ok": True})
 
-    async def events(request: Request) -> Response:
-        session = manager.get(request.path_params["sid"])
+    async def events(self, request: Request) -> Response:
+        session = self.manager.get(request.path_params["sid"])
 
         async def stream() -> AsyncIterator[str]:
             version = -1
@@ -104,6 +100,25 @@ def create_app(decoder: Decoder, cfg: DemoConfig, model_name: str) -> Starlette:
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
+
+async def _refused(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, DemoInputError)
+    return _error(str(exc), exc.status)
+
+
+async def _unknown(request: Request, exc: Exception) -> Response:
+    return _error(f"session {exc.args[0]!r} is unknown or was released; the page opens a new one", 404)
+
+
+def create_app(decoder: Decoder, cfg: DemoConfig, model_name: str) -> Starlette:
+    """The demo app around one loaded decoder (one model worker, one session manager)."""
+    worker = ModelWorker(decoder)
+    manager = SessionManager(worker, cfg)
+    r = Routes(manager, {"model": model_name, "family": decoder.family, "acceptance": cfg.acceptance,
+                         "tau": cfg.tau, "policy": cfg.policy, "every_k": cfg.every_k,
+                         "granularity": cfg.granularity, "max_new_tokens": decoder.max_new_tokens,
+                         "idle_timeout_s": cfg.idle_timeout_s})
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         app.state.closing = False
@@ -115,21 +130,14 @@ def create_app(decoder: Decoder, cfg: DemoConfig, model_name: str) -> Starlette:
             await manager.stop()
             worker.close()
 
-    async def refused(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, DemoInputError)
-        return _error(str(exc), exc.status)
-
-    async def unknown(request: Request, exc: Exception) -> Response:
-        return _error(f"session {exc.args[0]!r} is unknown or was released; the page opens a new one", 404)
-
     sid = "/api/sessions/{sid}"
     app = Starlette(routes=[
-        Route("/", page), Route("/api/config", config), Route("/api/sessions", open_session, methods=["POST"]),
-        Route(f"{sid}/text", text, methods=["POST"]), Route(f"{sid}/submit", submit, methods=["POST"]),
-        Route(f"{sid}/state", state), Route(f"{sid}/events", events),
-        Route(f"{sid}/release", release, methods=["POST"]),
+        Route("/", r.page), Route("/api/config", r.config), Route("/api/sessions", r.open_session, methods=["POST"]),
+        Route(f"{sid}/text", r.text, methods=["POST"]), Route(f"{sid}/submit", r.submit, methods=["POST"]),
+        Route(f"{sid}/state", r.state), Route(f"{sid}/events", r.events),
+        Route(f"{sid}/release", r.release, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
-    ], lifespan=lifespan, exception_handlers={DemoInputError: refused, UnknownSession: unknown})
+    ], lifespan=lifespan, exception_handlers={DemoInputError: _refused, UnknownSession: _unknown})
     app.state.manager = manager
     app.state.closing = False
     return app
