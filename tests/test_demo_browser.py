@@ -160,6 +160,20 @@ def test_a_request_too_long_for_the_context_gets_a_message_and_the_page_recovers
     page.close()
 
 
+def test_a_flood_of_keystrokes_gets_a_message_and_the_page_recovers(browser, decoder):
+    text = "Add two numbers. Return their sum as a float. Handle negative numbers too."
+    with ServerThread(create_app(decoder, config(max_new_tokens=24, max_updates_per_s=3.0), "tiny-llama")) as srv:
+        page = _open(browser, srv)
+        page.locator("#request").press_sequentially(text)  # far more than 3 updates a second
+        page.wait_for_function("document.getElementById('message').textContent.includes('too many updates')")
+        # once the keystrokes stop, the page sends the latest text again and the message clears
+        page.wait_for_function("document.getElementById('message').textContent === ''", timeout=30_000)
+        _submit_and_wait(page)
+        assert _tokens(page, "#answer") == decoder.generate(user(text)).token_ids
+        assert page.inner_text("#status").startswith(f"segments {len(segment(text))} ")
+        page.close()
+
+
 @pytest.mark.slow
 def test_smollm2_page(browser, artifacts):
     """The real SmolLM2 behind the page: a short request typed by hand lands on the base answer."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,7 @@ from streamgen.policies import Policy
 from streamgen.segment import segment
 from tests.demo_support import config, tiny_decoder, user, wait_for
 
+REPO = Path(__file__).resolve().parents[1]
 REQUEST = "Write a function that adds two numbers. It should handle floats. Return the sum. Thanks."
 OTHER = "Sort a list of words by length. Ties keep their order. Explain briefly."
 
@@ -210,3 +212,38 @@ def test_bad_arguments_are_listed_together():
         assert needle in text
     assert parse_args(["model=tiny-llama", "port=0"]).host == "127.0.0.1"
     assert math.isfinite(parse_args([]).idle_timeout_s)
+
+
+def test_bad_arguments_exit_2_with_the_usage(capsys):
+    from streamgen.demo.__main__ import main
+
+    assert main(["policy=cap", "port=-1"]) == 2
+    err = capsys.readouterr().err
+    assert "policy='cap'" in err and "port=-1" in err and "usage: python -m streamgen.demo" in err
+
+
+@pytest.mark.integration
+def test_the_command_prints_a_loopback_address_and_serves(tmp_path):
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, "-m", "streamgen.demo", "model=tiny-llama", "port=0",
+                             "max_new_tokens=8"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, cwd=tmp_path)
+    try:
+        line = proc.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert match, line
+        with urllib.request.urlopen(f"{match.group(0)}api/config", timeout=30) as res:
+            assert b'"model":"tiny-llama"' in res.read().replace(b" ", b"")
+    finally:
+        proc.terminate()
+        code = proc.wait(30)
+    # uvicorn shuts down gracefully, then re-raises the signal it caught (its documented behaviour)
+    assert code in (0, -signal.SIGTERM)
+    assert "Traceback" not in proc.stdout.read()
