@@ -152,6 +152,10 @@ def test_a_flood_of_updates_is_refused_with_a_message_and_the_session_recovers(d
         assert "too many updates" in res.json()["error"]
         time.sleep(1.1)
         assert client.post(f"/api/sessions/{sid}/text", json={"text": "Hello. World"}).status_code == 200
+        for i in range(5):  # a new flood...
+            client.post(f"/api/sessions/{sid}/text", json={"text": "Hello. World" + "!" * i})
+        # ...does not block the submit: a deliberate submit is never counted as one
+        assert client.post(f"/api/sessions/{sid}/submit", json={"text": "Hello. World!"}).status_code == 200
 
 
 def test_a_request_longer_than_the_context_gets_a_message(decoder):

@@ -114,14 +114,14 @@ class DemoSession:
     def _now(self) -> float:
         return self.clock() - self.origin
 
-    def _admit(self, text: str) -> None:
+    def _admit(self, text: str, submit: bool) -> None:
         now = self.clock()
         self.last_seen = now
         if self.status in ("submitted", "done", "released"):
             raise DemoInputError(f"this request was already {self.status}: press New request to start another", 409)
         while self._updates and now - self._updates[0] > 1.0:
             self._updates.popleft()
-        if len(self._updates) >= self.limits.max_updates_per_s:
+        if not submit and len(self._updates) >= self.limits.max_updates_per_s:  # a submit is never a flood
             raise DemoInputError(f"too many updates: more than {self.limits.max_updates_per_s:g} per second; "
                                  "slow down (the page sends at most one update at a time)", 429)
         self._updates.append(now)
@@ -131,7 +131,7 @@ class DemoSession:
 
     async def update(self, text: str, *, submit: bool = False) -> None:
         """Register the text typed so far; on ``submit`` its last segment completes the request."""
-        self._admit(text)
+        self._admit(text, submit)
         segs = list(self.segmenter(text))
         if submit and not text.strip():
             raise DemoInputError("the request is empty: type a request before submitting", 400)
