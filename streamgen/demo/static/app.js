@@ -40,7 +40,7 @@ function scheduleSend() {
 
 async function sendText() {
   const text = $("request").value;
-  if (text === sentText) return;
+  if (text === sentText || submitted) return;
   inflight = true; lastSend = Date.now();
   try {
     if (!sid) await openSession();
@@ -62,9 +62,10 @@ async function submit() {
   while (inflight) await new Promise((r) => setTimeout(r, 20));
   if (!sid) await openSession();
   if (!sid) return;
+  submitted = true;  // from now on no update may overtake the submit
   const { status, data } = await api(`/api/sessions/${sid}/submit`, { text });
-  if (status !== 200) { showMessage(data.error); if (status === 404) sid = null; return; }
-  submitted = true; $("request").readOnly = true; showMessage("");
+  if (status !== 200) { submitted = false; showMessage(data.error); if (status === 404) sid = null; return; }
+  $("request").readOnly = true; showMessage("");
 }
 
 function newRequest() {
