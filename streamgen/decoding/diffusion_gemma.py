@@ -329,11 +329,14 @@ class DiffusionGemmaSession:
 
 
 def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> Any:
-    """Tiny → a seeded random ``DiffusionGemmaForBlockDiffusion`` with the offline tokenizer; hub id or
-    folder → ``DiffusionGemmaForBlockDiffusion.from_pretrained`` (native transformers, no hub code)."""
+    """Tiny → a seeded random ``DiffusionGemmaForBlockDiffusion`` with the offline tokenizer; scripted →
+    ``streamgen.scripted``; hub id or folder → ``DiffusionGemmaForBlockDiffusion.from_pretrained``
+    (native transformers, no hub code)."""
     from streamgen import models
     from streamgen.tokenizers import tiny_tokenizer
 
+    if cfg.source == "scripted":  # streamgen.scripted: answers by design
+        return models.load_model_and_tokenizer(cfg, device)
     dtype = models.torch_dtype(cfg.dtype)
     if cfg.source == "tiny":
         tok = tiny_tokenizer()
