@@ -217,11 +217,14 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedMod
 
 def _scripted(cfg: ModelConfig, device: str) -> LoadedModel:
     """A scripted model (``path`` = behaviour), causal or bidirectional as its family decodes."""
-    from streamgen.scripted import scripted_model
+    from streamgen.scripted import scripted_diffusion_gemma, scripted_model
 
     tok = tiny_tokenizer()
     mask = dict(cfg.decoding).get("mask_token_id") or len(tok) - 1
-    model = scripted_model(cfg.path, bidirectional=cfg.family == "bidirectional", mask_token_id=int(mask))
+    if cfg.family == "diffusion_gemma":  # no mask token in the model: the id only gets probability 0
+        model: Any = scripted_diffusion_gemma(cfg.path, mask_token_id=len(tok) - 1)
+    else:
+        model = scripted_model(cfg.path, bidirectional=cfg.family == "bidirectional", mask_token_id=int(mask))
     return LoadedModel(model.to(device=device, dtype=torch_dtype(cfg.dtype)), tok)
 
 

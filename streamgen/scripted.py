@@ -17,6 +17,9 @@ already in place, so the model is exactly self-consistent:
   generation-order KV all work as with a real model.
 - **bidirectional** (family ``bidirectional``, LLaDA style): position ``P + j`` predicts answer
   position ``j`` (no shift), whatever sits in the buffer.
+- **block diffusion** (family ``diffusion_gemma``): the encoder half writes (token, position) pairs
+  into the cache; the decoder half's canvas position ``P + j`` predicts answer position ``j`` (no
+  shift), whatever the canvas holds, reading the request from the cache.
 
 Behaviours (``SCRIPTS``; the model YAML names one as ``source: scripted``, ``path: <behaviour>``):
 ``constant`` the same answer for every request; ``lastsegment`` every token depends on ``r``, so a
@@ -158,28 +161,151 @@ class ScriptedLM(torch.nn.Module):
 
     def _row_logits(self, past: torch.Tensor | None, fed: torch.Tensor, b: int) -> torch.Tensor:
         pairs = fed[b, 0] if past is None else torch.cat([past[b, 0], fed[b, 0]])
-        by_pos = {int(p): int(t) for t, p in pairs.tolist()}
-        prefix: list[int] = []
-        while len(prefix) in by_pos:
-            prefix.append(by_pos[len(prefix)])
-        start = answer_start(prefix)
-        answer = self.script.content(request_bytes(prefix[:start])) + [self.eos_id]
+        start, answer = _scripted_answer(self.script, pairs, self.eos_id)
         out = []
         for t, q in fed[b, 0].tolist():
             unshifted = self.bidirectional or (int(t) == self.mask_id and q >= start)
             j = int(q) - start + (0 if unshifted else 1)
-            out.append(self._distribution(answer, j))
+            out.append(_distribution(self.script, answer, j, self.mask_id))
         return torch.stack(out)
 
-    def _distribution(self, answer: list[int], j: int) -> torch.Tensor:
-        """Log-probabilities: ``prob(j)`` on the scripted token, the rest evenly (mask: 0)."""
-        j = max(j, 0)
-        token = answer[j] if j < len(answer) else self.eos_id
-        p = self.script.prob(j)
-        row = torch.full((self.config.vocab_size,), math.log((1 - p) / (self.config.vocab_size - 2)))
-        row[token] = math.log(p)
-        row[self.mask_id] = float("-inf")
-        return row
+
+def _scripted_answer(script: Script, pairs: torch.Tensor, eos_id: int) -> tuple[int, list[int]]:
+    """``(P, answer(r) + EOS)`` for the context whose (token, position) ``pairs`` are known: the contiguous
+    run of positions from 0 is the context, its last assistant header ends the request."""
+    by_pos = {int(p): int(t) for t, p in pairs.tolist()}
+    prefix: list[int] = []
+    while len(prefix) in by_pos:
+        prefix.append(by_pos[len(prefix)])
+    start = answer_start(prefix)
+    return start, script.content(request_bytes(prefix[:start])) + [eos_id]
+
+
+def _distribution(script: Script, answer: list[int], j: int, mask_id: int) -> torch.Tensor:
+    """Log-probabilities at answer position ``j``: ``prob(j)`` on the scripted token, the rest evenly
+    (mask: 0); past the answer's end, EOS."""
+    j = max(j, 0)
+    vocab = len(tiny_tokenizer())
+    token = answer[j] if j < len(answer) else answer[-1]
+    p = script.prob(j)
+    row = torch.full((vocab,), math.log((1 - p) / (vocab - 2)))
+    row[token] = math.log(p)
+    row[mask_id] = float("-inf")
+    return row
+
+
+SCRIPTED_CANVAS = 4  # the scripted DiffusionGemma's canvas_length: a 7-token answer spans two canvases
+
+
+@dataclass(frozen=True)
+class ScriptedDGConfig:
+    """What the DiffusionGemma decoder and transformers' ``DynamicCache(config=...)`` read: one
+    full-attention layer, a window no request reaches."""
+
+    vocab_size: int
+    eos_token_id: int
+    canvas_length: int = SCRIPTED_CANVAS
+    max_position_embeddings: int = 4096
+    sliding_window: int = 4096
+    layer_types: tuple[str, ...] = ("full_attention",)
+    model_type: str = "scripted_diffusion_gemma"
+
+    @property
+    def per_layer_config(self) -> tuple[ScriptedDGConfig, ...]:
+        return (self,) * len(self.layer_types)
+
+    def get_text_config(self, decoder: bool = False) -> ScriptedDGConfig:
+        return self
+
+
+class _DGEncoder(torch.nn.Module):
+    """The encoder half: writes (token, position) pairs into the cache, as keys and values."""
+
+    def forward(self, input_ids: torch.Tensor, cache: Any, position_ids: torch.Tensor, **_: Any) -> None:
+        fed = torch.stack([input_ids.float(), position_ids.float()], -1)[:, None]
+        cache.update(fed, fed, 0)
+
+    @staticmethod
+    def create_masks_for_generate(**_: Any) -> None:
+        return None  # predictions depend on the request and the position only: nothing to mask
+
+
+class _DGDecoder(torch.nn.Module):
+    """The decoder half: canvas position ``P + j`` predicts answer position ``j`` (no shift), whatever the
+    canvas holds; the request is read from the cache."""
+
+    def __init__(self, script: Script, eos_id: int, mask_id: int) -> None:
+        super().__init__()
+        self.script, self.eos_id, self.mask_id = script, eos_id, mask_id
+        self.embed_tokens = torch.nn.Embedding(1, 1)  # carries the dtype the self-conditioning logits take
+
+    def forward(self, decoder_input_ids: torch.Tensor, cache: Any, decoder_position_ids: torch.Tensor,
+                **_: Any) -> torch.Tensor:
+        past = _cached(cache, decoder_input_ids.shape[0])
+        assert past is not None, "scripted DiffusionGemma: the decoder reads the request from the encoder cache"
+        rows = []
+        for b in range(decoder_input_ids.shape[0]):
+            start, answer = _scripted_answer(self.script, past[b, 0], self.eos_id)
+            rows.append(torch.stack([_distribution(self.script, answer, int(q) - start, self.mask_id)
+                                     for q in decoder_position_ids[b].tolist()]))
+        return torch.stack(rows).to(decoder_input_ids.device)
+
+    @staticmethod
+    def create_diffusion_decoder_attention_mask(**_: Any) -> None:
+        return None
+
+
+class _DGHalves(torch.nn.Module):
+    """``model.model``: the two halves, named as transformers names them."""
+
+    encoder: _DGEncoder
+    decoder: _DGDecoder
+
+    def __init__(self, encoder: _DGEncoder, decoder: _DGDecoder) -> None:
+        super().__init__()
+        self.encoder, self.decoder = encoder, decoder
+
+
+class ScriptedDiffusionGemma(torch.nn.Module):
+    """A scripted DiffusionGemma (encoder + decoder halves, ``model.model.encoder`` / ``.decoder`` as in
+    transformers); the argmax of every canvas position is its scripted token from the first step, so
+    with a stopping rule on stability alone every canvas takes ``stability_threshold + 1`` steps."""
+
+    model: _DGHalves
+
+    def __init__(self, script: Script, mask_token_id: int) -> None:
+        super().__init__()
+        from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
+            DiffusionGemmaGenerationConfig,
+        )
+
+        eos = int(tiny_tokenizer().eos_token_id)
+        self.config = ScriptedDGConfig(len(tiny_tokenizer()), eos)
+        self.generation_config = DiffusionGemmaGenerationConfig(eos_token_id=eos)
+        self.model = _DGHalves(_DGEncoder(), _DGDecoder(script, eos, int(mask_token_id)))
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.decoder.embed_tokens.weight.dtype
+
+    def _prepare_generation_config(self, generation_config: Any, **kwargs: Any) -> Any:
+        """transformers' own merge (the mixin's method only reads ``self.generation_config``)."""
+        from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
+            DiffusionGemmaGenerationMixin as Mixin,
+        )
+
+        # duck-typed: the method reads nothing of the mixin but ``self.generation_config``
+        return Mixin._prepare_generation_config(self, generation_config, **kwargs)  # type: ignore[arg-type]
+
+    def forward(self, decoder_input_ids: torch.Tensor, cache: Any, decoder_position_ids: torch.Tensor,
+                **_: Any) -> _Output:
+        return _Output(self.model.decoder(decoder_input_ids=decoder_input_ids, cache=cache,
+                                          decoder_position_ids=decoder_position_ids))
+
+
+def scripted_diffusion_gemma(behaviour: str, *, mask_token_id: int) -> ScriptedDiffusionGemma:
+    """The scripted DiffusionGemma named ``behaviour`` (a key of :data:`SCRIPTS`), in eval mode."""
+    return ScriptedDiffusionGemma(_script(behaviour), mask_token_id).eval()
 
 
 def _cached(cache: Any, batch: int) -> torch.Tensor | None:
@@ -192,6 +318,10 @@ def _cached(cache: Any, batch: int) -> torch.Tensor | None:
 
 def scripted_model(behaviour: str, *, bidirectional: bool, mask_token_id: int) -> ScriptedLM:
     """The scripted model named ``behaviour`` (a key of :data:`SCRIPTS`), in eval mode."""
+    return ScriptedLM(_script(behaviour), bidirectional=bidirectional, mask_token_id=mask_token_id).eval()
+
+
+def _script(behaviour: str) -> Script:
     if behaviour not in SCRIPTS:
         raise ConfigError([f"scripted behaviour {behaviour!r} unknown: set path= to one of {sorted(SCRIPTS)}"])
-    return ScriptedLM(SCRIPTS[behaviour], bidirectional=bidirectional, mask_token_id=mask_token_id).eval()
+    return SCRIPTS[behaviour]

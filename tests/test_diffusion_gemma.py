@@ -162,11 +162,15 @@ def test_stream_step_forwards_pins_and_hook_counts():
         assert calls[1].tokens_fed == -(-len(d.content(draft)) // L) * L  # one canvas row per draft block
         assert _meter_split(calls) == (hooks.enc, hooks.dec) and res.answer.forwards == len(calls)
         assert list(res.answer.token_ids[:a]) == list(draft[:a])  # accepted run kept (whole blocks + pinned)
+        if rule == Threshold(0.0):  # τ = 0 keeps the whole draft, which fills the budget: it is the answer
+            assert a == res.draft_tokens_in == G and res.answer.token_ids == draft
+            # verify + one confirming canvas of the fewest steps (1 with stability 0), nothing re-decided
+            assert [c.kind for c in calls[2:]] == ["denoise"] * d.min_denoise_steps
+            assert res.answer.forwards == d.min_residual_forwards == 2 + 1
+            continue
         # after verify: canvases from block a // L to the last, 1 step each, encoder call between them
         regen = G // L - a // L
         assert res.answer.forwards == 2 + regen + (regen - 1)
-        if rule == Threshold(0.0):
-            assert a == G - 1 and res.answer.forwards == d.min_residual_forwards
     hooks.close()
 
 
@@ -218,13 +222,14 @@ def test_configs_and_grid_plumbing():
 
 
 def test_regeneration_continues_from_the_accepted_blocks_as_generation_would():
-    """τ = 0 accepts all but the last budget position: the step's last canvas == denoising that canvas
-    on a freshly encoded request + the two accepted whole blocks, with the rest of the run pinned."""
+    """τ = 0 accepts a draft one short of the budget (unfinished, so it is continued): the step's last
+    canvas == denoising that canvas on a freshly encoded request + the two accepted whole blocks, with
+    the rest of the run pinned."""
     d = _decoder(*FAST)
-    draft = list(d.generate(B).token_ids)
+    draft = list(d.generate(B).token_ids)[: G - 1]
     res = d.open_stream().step(A, draft, Threshold(0.0))
     whole, a = 2 * d.canvas, G - 1
-    assert res.accepted_tokens == a and res.extra["accepted_whole_blocks"] == 2
+    assert res.accepted_tokens == res.draft_tokens_in == a and res.extra["accepted_whole_blocks"] == 2
     prompt = d.text.render(A)
     with d.seeded(), torch.inference_mode():
         cache = d.new_cache()
@@ -244,3 +249,26 @@ def test_parity_on_cuda():
     out = d.model.generate(ids, max_new_tokens=G, eos_token_id=sorted(d.eos_ids),
                            max_denoising_steps=d.gc.max_denoising_steps)
     assert list(gen.token_ids) == out.sequences[0, ids.shape[1]:].tolist()[: len(gen.token_ids)]
+
+
+def test_eos_ending_draft_kept_whole_is_the_answer_at_the_floor():
+    """The EOS is a draft position: counted in and accepted; a kept-whole EOS-ending draft is the answer,
+    verify + one confirming canvas of s_min steps (the draft's last block, pinned), nothing re-decided.
+    Stability 1 and 4 steps: s_min = 2, while a canvas actually denoised runs all 4 (random weights never
+    reach the confidence threshold), so confirming and re-deciding cost differently."""
+    d = _decoder()
+    eos = d.generate(A).token_ids[d.canvas + 2]  # a token of canvas 2, declared an EOS
+    d = _decoder(f"decoding.eos_token_ids=[{eos}]")
+    assert d.min_denoise_steps == 2 < d.gc.max_denoising_steps
+    draft = d.generate(A).token_ids
+    assert draft[-1] == eos and d.canvas < len(draft) < G  # ends inside canvas 2
+    start = len(d.meter.calls)
+    res = d.open_stream().step(A, draft, Threshold(0.0))
+    assert res.draft_tokens_in == res.accepted_tokens == len(draft) and res.generated_tokens == 0
+    assert res.answer.token_ids == draft and res.answer.finished
+    kinds = [c.kind for c in d.meter.calls[start:]]
+    assert kinds == ["verify_encode", "verify_visible"] + ["denoise"] * d.min_denoise_steps
+    assert res.answer.forwards == d.min_residual_forwards
+    # τ = 1 keeps nothing (shared rule), so the draft is decoded again from the request
+    res = d.open_stream().step(A, draft, Threshold(1.0))
+    assert res.accepted_tokens == 0 and res.answer.token_ids == draft and res.answer.forwards > d.min_residual_forwards

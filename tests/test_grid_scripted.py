@@ -1,6 +1,6 @@
 """grid=scripted through workflows/full_grid.py: outcomes known by design, checked on the written rows.
 
-Scripted models of all three families (streamgen/scripted.py) on CoEdIT, greedy: ``constant`` keeps
+Scripted models of all four families (streamgen/scripted.py) on CoEdIT, greedy: ``constant`` keeps
 every included draft whole (accepted == draft, EOS included) at exactly the family floor and the
 report's keep-all share is 100 %; ``lastsegment`` keeps nothing; ``prefix`` keeps exactly k at the
 final step; greedy stream == base for all of them.
@@ -37,7 +37,7 @@ def _rows(results: Path, table: str) -> list[dict]:
 def test_every_family_shows_its_designed_outcome(results: Path) -> None:
     pairs = [p for p in _rows(results, "pairs") if p["excluded_reason"] is None]
     assert {p["error_type"] for p in pairs} == {None}
-    assert {p["model"] for p in pairs} == {f"scripted-{f}-{b}" for f in ("ar", "refusion", "llada")
+    assert {p["model"] for p in pairs} == {f"scripted-{f}-{b}" for f in ("ar", "refusion", "llada", "dgemma")
                                            for b in ("constant", "lastsegment", "prefix")}
     steps = {(s["model"], s["example_id"], s["step"]): s for s in _rows(results, "steps")}
     for p in pairs:
@@ -62,6 +62,6 @@ def test_report_keep_all_share(results: Path) -> None:
 
     dist = [r for r in build_tables(results, threads=1)["distribution"].to_pylist() if r["scope"] == "pooled"]
     share = {r["model"]: r["share_keep_all"] for r in dist}
-    assert len(share) == 9
+    assert len(share) == 12
     for model, value in share.items():
         assert value == (1.0 if model.endswith("-constant") else 0.0), model

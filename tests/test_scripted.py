@@ -7,6 +7,7 @@ model YAML's decode settings, never a pinned output. ``A`` = answer tokens inclu
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 
 import pytest
 
@@ -20,7 +21,7 @@ from tests.forward_count import counting_calls
 SEGMENTS = ("Write a function that adds two numbers. ", "It should handle floats. ", "Use type hints.")
 REQ = StreamRequest("ex", (), SEGMENTS)
 BUDGET = 16
-FAMILIES = ("ar", "refusion", "llada")
+FAMILIES = ("ar", "refusion", "llada", "dgemma")
 BEHAVIOURS = tuple(SCRIPTS)
 
 
@@ -36,12 +37,23 @@ def answer_tokens(behaviour: str) -> int:
 
 def base_forwards(family: str, decoder, a_tokens: int) -> int:
     """DESIGN §2. AR: 1 prefill + 1 per further token. ReFusion with slot_threshold 1.0: one slot per
-    round, 2 forwards per round. LLaDA: ⌈block / tokens_per_step⌉ per block, one block holds the answer."""
+    round, 2 forwards per round. LLaDA: ⌈block / tokens_per_step⌉ per block, one block holds the answer.
+    DiffusionGemma: ⌈A / canvas⌉ canvases, each one encoder call (the request, then the previous canvas)
+    + s_min decoder calls (the scripted argmax is stable from the first step, the confidence threshold
+    is out of reach: the stability rule stops every canvas at stability_threshold + 1)."""
     if family == "ar":
         return a_tokens
     if family == "refusion":
         return 2 * math.ceil(a_tokens / decoder.settings.slot_size)
+    if family == "dgemma":
+        return math.ceil(a_tokens / decoder.canvas) * (1 + dgemma_steps(decoder))
     return math.ceil(decoder.block_length / decoder.tokens_per_step)
+
+
+def dgemma_steps(decoder) -> int:
+    """Decoder calls per scripted canvas, from the YAML: the stability rule fires at step threshold + 1."""
+    assert decoder.gc.confidence_threshold >= 100  # mean entropy never exceeds ln(vocab) < 100
+    return decoder.settings.stability_threshold + 1
 
 
 def residual_forwards(family: str, decoder, a_tokens: int, accepted: int) -> int:
@@ -53,6 +65,9 @@ def residual_forwards(family: str, decoder, a_tokens: int, accepted: int) -> int
         return a_tokens - accepted
     if family == "refusion":
         return 1 + 2 * math.ceil((a_tokens - accepted) / decoder.settings.slot_size)
+    if family == "dgemma":  # verify (2) + canvases from the first rejected one to the EOS's, encoders between
+        canvases = (a_tokens - 1) // decoder.canvas - accepted // decoder.canvas + 1
+        return 2 + canvases * dgemma_steps(decoder) + canvases - 1
     return 1 + math.ceil((decoder.block_length - accepted) / decoder.tokens_per_step)
 
 
@@ -83,6 +98,10 @@ def test_counts_follow_from_the_design(decoders, family: str, behaviour: str) ->
     a_tokens = answer_tokens(behaviour)
     assert len(out.base.token_ids) == a_tokens and out.base.finished
     assert out.stream.token_ids == out.base.token_ids  # greedy, self-consistent model: lossless
+    # the floor = verify + one decoding unit (docs/diffusion.md): AR 1; ReFusion 1 + a round of 2; LLaDA 1 + a
+    # step; DiffusionGemma 2 (encoder + decoder) + one canvas at its fewest steps
+    floor = {"ar": 1, "refusion": 3, "llada": 2}.get(family) or 2 + dgemma_steps(d)
+    assert d.min_residual_forwards == floor
     if not (family == "refusion" and behaviour == "calibrated"):  # set probabilities reorder its slots
         assert out.base.forwards == base_forwards(family, d, a_tokens)
     for step in out.steps[1:]:
@@ -116,7 +135,17 @@ PATHS = {
                  ["scripted-refusion-prefix", "scripted-refusion-calibrated:decoding.token_threshold=0.7"]),
     "llada": ({"denoise", "verify_visible", "verify_hidden"},
               ["scripted-llada-prefix", "scripted-llada-constant:decoding.verifier_mode=hidden"]),
+    # base encode/denoise, verify encode/decode in both modes, regenerate (prefix), confirm (constant)
+    "dgemma": ({"encode", "denoise", "verify_encode", "verify_visible", "verify_hidden"},
+               ["scripted-dgemma-prefix", "scripted-dgemma-constant:decoding.verifier_mode=hidden"]),
 }
+
+
+def counting_model_calls(stack: ExitStack, d) -> list:
+    """Hook counters on the modules a family calls: DiffusionGemma's encoder and decoder halves, else the model."""
+    halves = getattr(getattr(d.model, "model", None), "encoder", None)
+    modules = [d.model.model.encoder, d.model.model.decoder] if halves is not None else [d.model]
+    return [stack.enter_context(counting_calls(m)) for m in modules]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -128,15 +157,17 @@ def test_forward_hook_count_equals_the_meter_on_every_path(family: str) -> None:
     for spec in names:
         name, _, override = spec.partition(":")
         d = load_decoder(model_config(name, [override] if override else []), max_new_tokens=BUDGET)
-        with counting_calls(d.model) as count:
+        with ExitStack() as stack:
+            counts = counting_model_calls(stack, d)
             base = d.generate(REQ.messages())
-        assert count.calls == base.forwards == len(d.meter.calls)
+        assert sum(c.calls for c in counts) == base.forwards == len(d.meter.calls)
         session, draft = d.open_stream(), ()
         for i in range(1, len(SEGMENTS) + 1):
             before = len(d.meter.calls)
-            with counting_calls(d.model) as count:
+            with ExitStack() as stack:
+                counts = counting_model_calls(stack, d)
                 step = session.step(REQ.messages(i), draft, Greedy())
-            assert count.calls == step.answer.forwards == len(d.meter.calls) - before > 0
+            assert sum(c.calls for c in counts) == step.answer.forwards == len(d.meter.calls) - before > 0
             draft = step.answer.token_ids
         seen |= {c.kind for c in d.meter.calls}
     assert seen == expected

@@ -37,7 +37,7 @@ def check_span(events: list[str]) -> None:
     assert "render" in events and events.index("render") < events.index("forward")
 
 
-@pytest.mark.parametrize("family", ["ar", "refusion", "llada"])
+@pytest.mark.parametrize("family", ["ar", "refusion", "llada", "dgemma"])
 def test_base_and_stream_spans_sync_before_every_clock_read_and_hold_the_same_work(family: str) -> None:
     d, events = instrumented(f"scripted-{family}-prefix")
     base = d.generate(REQ.messages())

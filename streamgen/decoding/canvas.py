@@ -57,7 +57,9 @@ class DenoiseLoop:
             canvas[0, : len(self.pinned)] = self.pinned
         return canvas
 
-    def run(self) -> list[int]:
+    def run(self, steps: int | None = None) -> list[int]:
+        """The canvas's argmax when the stopping rule fires or the steps run out (``steps``: at most that
+        many decoder calls, the schedule unchanged — the confirming canvas of a kept-whole draft)."""
         d, dev, start = self.d, self.d.device, len(self.context)
         canvas = self._pin(self.sampler.initialize_canvas(1, dev))
         model = d.model.model.decoder
@@ -67,9 +69,9 @@ class DenoiseLoop:
         positions = torch.arange(start, start + self.length, dtype=torch.int32, device=dev)[None]
         ids = torch.tensor([self.context], dtype=torch.long, device=dev)
         argmax, conditioning = canvas, None
-        for step in reversed(range(1, self.steps + 1)):
+        for i, step in enumerate(reversed(range(1, self.steps + 1))):
             canvas, argmax, conditioning, done = self._step(canvas, ids, positions, masks, conditioning, step)
-            if done:
+            if done or (steps is not None and i + 1 >= steps):
                 break
         return [int(t) for t in argmax[0]]
 

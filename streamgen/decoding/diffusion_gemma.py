@@ -12,7 +12,9 @@ cache, then ONE decoder call scores every draft block at once (a batch row per b
 the request and blocks ``< b`` through the cache, masked per layer exactly as generation would, and
 its own block in the canvas — the draft's tokens in ``visible`` mode, noise in ``hidden`` mode).
 Regeneration keeps the accepted whole blocks as context (their cache replayed, no forward), pins the
-accepted tokens of the first rejected block, and denoises on from there.
+accepted tokens of the first rejected block, and denoises on from there. The draft's EOS is a draft
+position; a draft kept whole that ended (EOS) or fills the budget is the answer, emitted by one
+confirming canvas of the fewest denoising steps (docs/diffusion.md, "The end of an accepted draft").
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from streamgen.decoding.base import (
     Verification,
     accepted_length,
     cut_draft,
+    draft_is_complete,
 )
 
 log = logging.getLogger(__name__)
@@ -137,7 +140,8 @@ class DiffusionGemmaDecoder:
 
     @property
     def min_residual_forwards(self) -> int:
-        """Verify (1 encoder + 1 decoder call) + the fewest steps of the one canvas regenerated."""
+        """Verify (1 encoder + 1 decoder call) + one decoding unit: a canvas's denoising, at its fewest
+        steps (docs/diffusion.md); a kept-whole draft costs exactly this (:meth:`confirm`)."""
         return 2 + self.min_denoise_steps
 
     # -- the two kinds of model call -----------------------------------------------------------
@@ -169,6 +173,16 @@ class DiffusionGemmaDecoder:
         from streamgen.decoding.canvas import DenoiseLoop
 
         return DenoiseLoop(self, cache, context, pinned).run()
+
+    def confirm(self, cache: Any, prompt: list[int], draft: list[int]) -> None:
+        """The canvas that emits a kept-whole draft: the draft's last block denoised, the draft pinned, for
+        the fewest steps a canvas takes; what it samples falls after the EOS or the budget, so nothing is
+        committed (the draft is the answer). Its ``min_denoise_steps`` calls make the floor."""
+        from streamgen.decoding.canvas import DenoiseLoop
+
+        whole = (len(draft) - 1) // self.canvas * self.canvas
+        cache = self.replay(cache, len(prompt) + whole)
+        DenoiseLoop(self, cache, prompt + draft[:whole], draft[whole:]).run(steps=self.min_denoise_steps)
 
     def decode_from(self, cache: Any, prompt: list[int], answer: list[int], pinned: Sequence[int]) -> list[int]:
         """Canvas after canvas until one holds an EOS or the budget's canvases are done; ``answer`` holds
@@ -221,8 +235,9 @@ class DiffusionGemmaDecoder:
         return self.text.decode_text(token_ids)
 
     def content(self, draft: Sequence[int]) -> list[int]:
-        """The draft cut before its first EOS and to the budget (the EOS itself is never verified)."""
-        return cut_draft(draft, self.eos_ids, self.gen_length, keep_eos=False)
+        """The draft positions the verify pass scores: cut after its first EOS (kept: the EOS is a draft
+        position too) and to the budget."""
+        return cut_draft(draft, self.eos_ids, self.gen_length)
 
     def _prompt(self, messages: Sequence[Message]) -> list[int]:
         prompt = self.text.render(messages)
@@ -241,7 +256,7 @@ class DiffusionGemmaDecoder:
 
     @torch.inference_mode()
     def score(self, messages: Sequence[Message], draft: Sequence[int], mode: str | None = None) -> Scored:
-        """Verify ``draft`` (EOS-free, non-empty): 1 encoder call + 1 decoder call over all its blocks."""
+        """Verify ``draft`` (non-empty, its EOS included): 1 encoder call + 1 decoder call over all its blocks."""
         from transformers import DynamicCache
 
         from streamgen.decoding.canvas import block_rows
@@ -278,22 +293,31 @@ class DiffusionGemmaSession:
         content = d.content(draft)
         extra: dict[str, float] = {}
         accepted = 0
-        with d.seeded(), d.meter.span() as span:
+        with d.seeded(), d.meter.span() as span:  # rendering counts, as in every family (docs/accounting.md)
             if content:
                 scored = d.score(messages, content)
-                accepted = min(accepted_length(content, scored.verification, rule), d.gen_length - 1)
-                whole = accepted // d.canvas * d.canvas
-                cache = d.replay(scored.cache, len(scored.prompt) + whole)
-                answer = d.decode_from(cache, scored.prompt, content[:whole], content[whole:accepted])
+                accepted = accepted_length(content, scored.verification, rule)
                 extra["verify_median_prob"] = scored.verification.median_prob or 0.0
-                extra["accepted_whole_blocks"] = float(whole // d.canvas)
+                answer = self._continue(scored, content, accepted, extra)
             else:
                 prompt = d._prompt(messages)
                 cache = d.new_cache()
                 d.encode(cache, prompt, 0, "encode")
                 answer = d.decode_from(cache, prompt, [], ())
         result = d._generation(answer, span)
-        return StepResult(len(draft), accepted, len(result.token_ids) - accepted, result, extra)
+        return StepResult(len(content), accepted, len(result.token_ids) - accepted, result, extra)
+
+    def _continue(self, scored: Scored, content: list[int], accepted: int, extra: dict[str, float]) -> list[int]:
+        """A kept-whole finished draft is the answer (one confirming canvas); otherwise the accepted whole
+        blocks become context, the rest of the accepted run is pinned, and denoising continues."""
+        d = self.decoder
+        whole = accepted // d.canvas * d.canvas
+        extra["accepted_whole_blocks"] = float(whole // d.canvas)
+        if draft_is_complete(content, accepted, d.eos_ids, d.gen_length):
+            d.confirm(scored.cache, scored.prompt, content)
+            return content
+        cache = d.replay(scored.cache, len(scored.prompt) + whole)
+        return d.decode_from(cache, scored.prompt, content[:whole], content[whole:accepted])
 
     def close(self) -> None:
         return None
@@ -305,11 +329,14 @@ class DiffusionGemmaSession:
 
 
 def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> Any:
-    """Tiny → a seeded random ``DiffusionGemmaForBlockDiffusion`` with the offline tokenizer; hub id or
-    folder → ``DiffusionGemmaForBlockDiffusion.from_pretrained`` (native transformers, no hub code)."""
+    """Tiny → a seeded random ``DiffusionGemmaForBlockDiffusion`` with the offline tokenizer; scripted →
+    ``streamgen.scripted``; hub id or folder → ``DiffusionGemmaForBlockDiffusion.from_pretrained``
+    (native transformers, no hub code)."""
     from streamgen import models
     from streamgen.tokenizers import tiny_tokenizer
 
+    if cfg.source == "scripted":  # streamgen.scripted: answers by design
+        return models.load_model_and_tokenizer(cfg, device)
     dtype = models.torch_dtype(cfg.dtype)
     if cfg.source == "tiny":
         tok = tiny_tokenizer()
