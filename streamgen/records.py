@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 2
 """Bump when a change alters what a result row means; shard ids include it, so old shards rerun."""
 
 
