@@ -29,7 +29,8 @@ from streamgen.timeline import PrefixCounts, TypingModel
 
 log = logging.getLogger(__name__)
 
-CELL = ("model", "benchmark", "acceptance", "tau", "variant", "verifier_mode")
+# settings_tag: what differs between fingerprints of one cell name (analysis.fingerprints), as in every table
+CELL = ("model", "benchmark", "acceptance", "tau", "variant", "verifier_mode", "settings_tag")
 EXAMPLE_COLUMNS = (*CELL, "device", "example_id", "chars_per_s", "policy", "source", "wait_s", "backlog_s",
                    "base_wait_s", "keeps_up", "skipped", "modelled")
 

@@ -104,3 +104,22 @@ def test_differing_keys_name_only_what_differs() -> None:
     assert differing_keys([a, b]) == ["limit", "system_prompt"]
     assert differing_keys([a, dict(a)]) == []
     assert differing_keys([a, {k: v for k, v in a.items() if k != "limit"}]) == ["limit"]
+
+
+def test_the_typing_table_keeps_fingerprints_apart(tmp_path: Path) -> None:
+    """The typing table (issue 19, built after the fingerprints) splits one cell name by settings too:
+    3 examples at 16 tokens and 2 at 32 are two labelled rows per (rate, policy), never one row of 5."""
+    import random
+
+    from analysis.timing import build_typing
+    from tests.analysis_fixtures import steps_for
+
+    rows = [pair_record(run_id="run-1", example_id=f"e{i}", cell_fingerprint="fp16", cell_settings=_settings())
+            for i in range(3)]
+    rows += [pair_record(run_id="run-2", example_id=f"e{i}", cell_fingerprint="fp32",
+                         cell_settings=_settings(max_new_tokens=32)) for i in range(2)]
+    rng = random.Random(0)
+    write_record_set(tmp_path, RecordSet(rows, [s for p in rows for s in steps_for(p, rng)]))
+    summary = build_typing(tmp_path, None, threads=1).summary.to_pylist()
+    every = [r for r in summary if r["policy"] == "every" and r["rate"] == summary[0]["rate"]]
+    assert sorted((r["settings_tag"], r["n"]) for r in every) == [("max_new_tokens=16", 3), ("max_new_tokens=32", 2)]

@@ -4,7 +4,7 @@
 -- consecutive and in step order.
 --   live_policy   NULL for the replay (every prefix, back to back); set for cells run live
 SELECT
-    p.model, p.benchmark, p.acceptance, p.tau, p.variant, p.verifier_mode, p.device,
+    p.model, p.benchmark, p.acceptance, p.tau, p.variant, p.verifier_mode, p.settings_tag, p.device,
     p.run_id, p.cell_id, p.example_id, p.live_policy, p.live_chars_per_s,
     p.base_wall_s, p.base_forwards, p.base_tokens_fed,
     s.step, s.is_final, s.prefix_chars,
