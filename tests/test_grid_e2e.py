@@ -185,9 +185,12 @@ def test_a_sandbox_that_cannot_run_answers_fails_the_run_loudly(tmp_path: Path,
 
     configs = tmp_path / "configs"
     shutil.copytree(configs_dir(), configs)
-    yaml = configs / "benchmarks" / "humaneval.yaml"
-    assert yaml.read_text().rstrip().splitlines()[-4] == "options:"  # python goes under it, beside system_prompt
-    yaml.write_text(yaml.read_text().rstrip("\n") + "\n  python: /bin/false   # runs, but no Python: nothing starts\n")
+    import yaml as pyyaml
+
+    path = configs / "benchmarks" / "humaneval.yaml"
+    bench = pyyaml.safe_load(path.read_text())
+    bench.setdefault("options", {})["python"] = "/bin/false"  # runs, but no Python: nothing starts
+    path.write_text(pyyaml.safe_dump(bench))
     monkeypatch.setenv("STREAMGEN_CONFIGS", str(configs))
     results = tmp_path / "results"
     grid = grid_config("smoke", [*SMALL, "benchmarks=[humaneval]", "limit=2", "workers=1", "max_error_fraction=1.0",

@@ -5,6 +5,7 @@ Local (the smoke recipe: tiny random llama, the whole chain in under three minut
     python workflows/adapt.py adapt=smoke
     python workflows/adapt.py adapt=smollm2-mbpp train.steps=60 source.limit=40   # a real, small run
     python workflows/adapt.py adapt=smoke stage=train train.steps=40              # one stage (resumes)
+    python workflows/adapt.py adapt=smoke --dry-run    # validate, print the plan and the eval grid's; start nothing
 
 Debug (the model stages through submitit's in-process DebugExecutor; breakpoints work)::
 
@@ -31,7 +32,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's packages first
 
 from streamgen.adapt.config import AdaptConfig, adapt_config, validate_adapt  # noqa: E402
-from streamgen.config import ConfigError, cluster_config, grid_config, raise_if_problems, to_yaml  # noqa: E402
+from streamgen.config import (  # noqa: E402
+    ConfigError,
+    GridConfig,
+    cluster_config,
+    grid_config,
+    model_config,
+    raise_if_problems,
+    to_yaml,
+)
 
 log = logging.getLogger("adapt")
 STAGES = ("pairs", "train", "merge", "eval")
@@ -40,6 +49,8 @@ STAGES = ("pairs", "train", "merge", "eval")
 def parse_args(argv: Sequence[str]) -> tuple[str, tuple[str, ...], list[str]]:
     name, stages, overrides = "smollm2-mbpp", list[str](), list[str]()
     for arg in argv:
+        if arg == "--dry-run":
+            continue  # read by main()
         if arg in ("-h", "--help"):
             print(__doc__)
             raise SystemExit(0)
@@ -89,14 +100,41 @@ def evaluate(cfg: AdaptConfig) -> int:
     from analysis.tables import build_tables
     from jobs.slurm import run
 
-    overrides = [f"results_dir={cfg.out_dir / 'eval'}", *cfg.eval.overrides,
-                 f"models=[{cfg.model},{cfg.adapted_name}]"]
-    grid = grid_config(cfg.eval.grid, overrides)
+    grid = eval_grid(cfg)
     summary = run(grid)
     table = build_tables(grid.results_dir, ["adaptation"])["adaptation"]
     print(f"\nTable 3 — {cfg.model} → {cfg.adapted_name} ({cfg.variant}), results in {grid.results_dir}\n")
     print(markdown(table, ADAPT, blank_repeats="setting") if table.num_rows else "(no matched cells)")
     return 1 if getattr(summary, "shards_failed", []) else 0
+
+
+def eval_grid(cfg: AdaptConfig, *, adapted: bool = True) -> GridConfig:
+    """The evaluation grid: the plain model and (when it exists) the adapted one, results under the recipe's."""
+    models = [cfg.model, cfg.adapted_name] if adapted else [cfg.model]
+    return grid_config(cfg.eval.grid, [f"results_dir={cfg.out_dir / 'eval'}", *cfg.eval.overrides,
+                                       f"models=[{','.join(models)}]"])
+
+
+def dry_run(cfg: AdaptConfig, stages: tuple[str, ...]) -> int:
+    """Print what the stages would do and the evaluation grid's plan; load no model, write nothing."""
+    from jobs.dry_run import plan_dry_run
+
+    try:
+        model_config(cfg.adapted_name)
+        adapted = True
+    except ConfigError:
+        adapted = False  # made by stage merge
+    source = cfg.source.benchmark if cfg.source.kind == "benchmark" else (cfg.source.hub_id or cfg.source.data_file)
+    print(f"dry run of adaptation recipe {cfg.name!r}: stages {', '.join(stages)}\n"
+          f"  {cfg.model} → {cfg.adapted_name} (variant {cfg.variant}), output {cfg.out_dir}\n"
+          f"  pairs: {cfg.pairs.variant}, target {cfg.pairs.target}, source {cfg.source.kind}:{source} "
+          f"(limit {cfg.source.limit})\n"
+          f"  training: {cfg.train.steps} steps × {cfg.train.effective_batch} sequences, lr {cfg.train.learning_rate:g}, "
+          f"LoRA rank {cfg.lora.rank} α {cfg.lora.alpha}\n"
+          + ("" if adapted else f"  {cfg.adapted_name} does not exist yet (stage merge makes it): the evaluation "
+                                "plan below covers the plain model only\n"))
+    print(plan_dry_run(eval_grid(cfg, adapted=adapted)))
+    return 0
 
 
 def main(argv: Sequence[str]) -> int:
@@ -106,6 +144,8 @@ def main(argv: Sequence[str]) -> int:
         name, stages, overrides = parse_args(argv)
         cfg = adapt_config(name, overrides)
         raise_if_problems(validate_adapt(cfg), f"adaptation recipe {name!r} is invalid")
+        if "--dry-run" in argv:
+            return dry_run(cfg, stages)
         cfg.out_dir.mkdir(parents=True, exist_ok=True)
         (cfg.out_dir / "adapt.yaml").write_text(to_yaml(cfg))
         log.info("recipe %s, stages %s:\n%s", name, ",".join(stages), to_yaml(cfg))
