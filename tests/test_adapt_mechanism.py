@@ -25,6 +25,7 @@ from streamgen.adapt.config import (
     TrainSettings,
 )
 from streamgen.adapt.pipeline import run_stages
+from streamgen.benchmarks.data_manifest import COLUMNS, MANIFEST_NAME, sha256_hex
 from streamgen.config import ModelConfig, load, model_config
 from streamgen.decoding.autoregressive import common_prefix_length
 from streamgen.decoding.base import Greedy
@@ -54,8 +55,11 @@ def measure(decoder, requests: list[str]) -> tuple[int, int]:
 def test_adapted_drafts_agree_earlier_and_residual_forwards_drop(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    (data / "train.jsonl").write_text("".join(json.dumps({"id": f"q{i}", "text": t}) + "\n"
-                                              for i, t in enumerate(REQUESTS)))
+    rows = "".join(json.dumps({"id": f"q{i}", "text": t}) + "\n" for i, t in enumerate(REQUESTS)).encode()
+    (data / "train.jsonl").write_bytes(rows)
+    # every data directory lists its files with their sha256 (streamgen.benchmarks.data_manifest)
+    (data / MANIFEST_NAME).write_text("\t".join(COLUMNS) + "\n" + "\t".join(
+        ["mech", "train.jsonl", str(len(REQUESTS)), str(len(rows)), sha256_hex(rows), "test", "this test"]) + "\n")
     cfg = AdaptConfig(
         name="mech", model="tiny-llama",
         source=SourceSettings(kind="rows", data_file="train.jsonl", data_dir=str(data)),
