@@ -25,9 +25,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's packages, not an install
 
 import torch  # noqa: E402
+from bench_verify import time_verify_vs_decode  # noqa: E402  (bench/ is on the path: run as a script)
 
 from streamgen.config import load, model_config  # noqa: E402
-from streamgen.decoding.autoregressive import AutoregressiveDecoder, KVState  # noqa: E402
+from streamgen.decoding.autoregressive import AutoregressiveDecoder  # noqa: E402
 from streamgen.decoding.base import Greedy  # noqa: E402
 from streamgen.models import load_decoder  # noqa: E402
 from streamgen.segment import segment  # noqa: E402
@@ -117,17 +118,7 @@ def verify_vs_decode(cfg: CheckConfig, dtype: str) -> tuple[float, float]:
                                 device=cfg.device, eos_token_ids=())
     messages = [{"role": "user", "content": REQUESTS[0]}]
     request, draft = dec.render(messages), list(dec.generate(messages).token_ids)
-    rounds = []
-    for _ in range(cfg.verify_rounds + 1):  # the first round warms up
-        state = KVState()
-        dec.forward(state, request, 1, "prefill")
-        with dec.meter.span() as verify:
-            dec.forward(state, draft, len(draft) + 1, "verify")
-        state.rollback(len(request))
-        with dec.meter.span() as one_by_one:
-            for tok in draft:
-                dec.forward(state, [tok], 1, "decode")
-        rounds.append((verify.wall_s, one_by_one.wall_s))
+    rounds = [time_verify_vs_decode(dec, request, draft) for _ in range(cfg.verify_rounds + 1)]  # 1st warms up
     return statistics.median(r[0] for r in rounds[1:]), statistics.median(r[1] for r in rounds[1:])
 
 
