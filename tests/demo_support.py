@@ -44,6 +44,27 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float = 120.0, what: str =
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
+class HeldClock:
+    """A clock a test can hold still: while held every reading is the same instant, so no update ages out of
+    the server's one-second flood window however slowly the machine runs; ``release`` jumps past it."""
+
+    def __init__(self) -> None:
+        self._offset = 0.0
+        self._held: float | None = None
+
+    def __call__(self) -> float:
+        held = self._held
+        return held if held is not None else time.perf_counter() + self._offset
+
+    def hold(self) -> None:
+        self._held = self()
+
+    def release(self, jump_s: float) -> None:
+        assert self._held is not None, "release() without hold()"
+        self._offset = self._held + jump_s - time.perf_counter()
+        self._held = None
+
+
 class ServerThread:
     """The real app on uvicorn, on a free loopback port, in a background thread."""
 

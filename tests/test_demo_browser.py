@@ -22,7 +22,7 @@ from streamgen.config import benchmark_config
 from streamgen.demo.server import create_app
 from streamgen.demo.session import token_digest
 from streamgen.segment import segment
-from tests.demo_support import ServerThread, config, tiny_decoder, user
+from tests.demo_support import HeldClock, ServerThread, config, tiny_decoder, user
 
 pytestmark = pytest.mark.integration
 
@@ -162,11 +162,19 @@ def test_a_request_too_long_for_the_context_gets_a_message_and_the_page_recovers
 
 def test_a_flood_of_keystrokes_gets_a_message_and_the_page_recovers(browser, decoder):
     text = "Add two numbers. Return their sum as a float. Handle negative numbers too."
-    with ServerThread(create_app(decoder, config(max_new_tokens=24, max_updates_per_s=3.0), "tiny-llama")) as srv:
+    clock = HeldClock()  # held: updates never age out of the window, so the flood is certain on a slow machine
+    limit = 3
+    app = create_app(decoder, config(max_new_tokens=24, max_updates_per_s=float(limit)), "tiny-llama", clock)
+    with ServerThread(app) as srv:
         page = _open(browser, srv)
-        page.locator("#request").press_sequentially(text)  # far more than 3 updates a second
-        page.wait_for_function("document.getElementById('message').textContent.includes('too many updates')")
-        # once the keystrokes stop, the page sends the latest text again and the message clears
+        clock.hold()
+        # one update per keystroke at most (80 ms apart, one in flight): the page sends more than `limit`
+        page.locator("#request").press_sequentially(text, delay=40)
+        page.wait_for_function("document.getElementById('message').textContent.includes('too many updates')",
+                               timeout=60_000)
+        assert page.evaluate("document.body.dataset.refused") == "429"
+        # time moves on past the window: the page sends the latest text again and the message clears
+        clock.release(jump_s=2.0)
         page.wait_for_function("document.getElementById('message').textContent === ''", timeout=30_000)
         _submit_and_wait(page)
         assert _tokens(page, "#answer") == decoder.generate(user(text)).token_ids

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -110,10 +111,14 @@ async def _unknown(request: Request, exc: Exception) -> Response:
     return _error(f"session {exc.args[0]!r} is unknown or was released; the page opens a new one", 404)
 
 
-def create_app(decoder: Decoder, cfg: DemoConfig, model_name: str) -> Starlette:
-    """The demo app around one loaded decoder (one model worker, one session manager)."""
+def create_app(decoder: Decoder, cfg: DemoConfig, model_name: str,
+               clock: Callable[[], float] = time.perf_counter) -> Starlette:
+    """The demo app around one loaded decoder (one model worker, one session manager).
+
+    ``clock`` is what sessions read for the flood window and idle timeouts (tests hold it still).
+    """
     worker = ModelWorker(decoder)
-    manager = SessionManager(worker, cfg)
+    manager = SessionManager(worker, cfg, clock)
     r = Routes(manager, {"model": model_name, "family": decoder.family, "acceptance": cfg.acceptance,
                          "tau": cfg.tau, "policy": cfg.policy, "every_k": cfg.every_k,
                          "granularity": cfg.granularity, "max_new_tokens": decoder.max_new_tokens,
