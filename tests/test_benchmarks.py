@@ -212,12 +212,19 @@ def test_mbpp_function_that_prints_fails(data_dir: Path) -> None:
 
 
 def test_text_benchmarks_score_references_as_one_and_others_lower(data_dir: Path) -> None:
-    for name in ("coedit", "chat"):
+    for name in ("coedit", "chat"):  # every reference (F1 runs in process: well under a second)
         bench = _bench(name)
-        examples = bench.examples(data_dir, limit=5)
-        assert check_references(bench, examples).passed == 5
-        scores = bench.score_many(examples, ["completely unrelated words"] * 5)
+        examples = bench.examples(data_dir)
+        report = check_references(bench, examples)
+        assert report.passed == len(examples) == EXPECTED_ROWS[name], report.failures
+        scores = bench.score_many(examples[:5], ["completely unrelated words"] * 5)
         assert all(s.status == "f1" and s.quality < 0.5 for s in scores)
+    # a reference that is only a fenced JSON block: the fenced answer and its bare body both score 1
+    chat = _bench("chat")
+    (ex,) = [e for e in chat.examples(data_dir) if e.example_id == "mt_bench/131/turn2"]
+    assert ex.reference.startswith("```json\n") and ex.reference.endswith("```")
+    body = ex.reference.removeprefix("```json\n").removesuffix("```")
+    assert chat.score(ex, ex.reference).quality == 1.0 and chat.score(ex, body).quality == 1.0
     coedit = _bench("coedit")
     ex = coedit.examples(data_dir, limit=1)[0]
     assert coedit.score(ex, ex.payload["refs"][2]).quality == 1.0  # any of the four references

@@ -55,7 +55,8 @@ class TextBenchmark:
         return example.reference
 
     def score(self, example: Example, answer: str) -> Score:
-        f1 = best_token_f1(extract_text(answer), self.task.references(example))
+        # a reference that is only a fenced block (some MT-Bench JSON answers) is read like such an answer
+        f1 = best_token_f1(extract_text(answer), [extract_text(r) for r in self.task.references(example)])
         return Score(quality=f1, status="f1", detail="", backend=None)
 
     def score_many(self, examples: Sequence[Example], answers: Sequence[str], *,
