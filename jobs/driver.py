@@ -21,15 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.actors import DecodedShard, ExampleTask, ShardTask, spawn_model_actor
+from jobs.actors import DecodedShard, spawn_model_actor
+from jobs.cpu_worker import ShardRows, failed_shard_rows, remote_score_shard
 from jobs.plan import GridPlan, plan_grid
 from jobs.progress import GridProgress
 from jobs.ray_env import start_ray, stop_ray
 from jobs.scheduler import Scheduler, WorkUnit
-from jobs.scoring import ShardContext, ShardRows, failed_shard_rows, remote_score_shard
 from jobs.shards import Shard
 from jobs.writer import ResultWriter
-from streamgen.cells import effective_system_prompt
 from streamgen.config import GridConfig
 from streamgen.records import SCHEMA_VERSION, RunRecord
 from streamgen.version import code_version
@@ -89,23 +88,6 @@ def new_run_id() -> str:
     return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
 
 
-def _shard_task(plan: GridPlan, shard: Shard) -> ShardTask:
-    from streamgen.stream import StreamRequest
-
-    bench = shard.cell.benchmark.name
-    model_prompt = shard.cell.model.system_prompt
-    items = []
-    for example_id, base_first in zip(shard.example_ids, shard.base_first, strict=True):
-        ex, segs = plan.examples[bench][example_id], plan.segments[(bench, example_id)]
-        request = None if plan.excluded[(bench, example_id)] else StreamRequest(
-            example_id=example_id, history=tuple(ex.history), segments=segs,
-            system_prompt=effective_system_prompt(model_prompt, ex.system_prompt))
-        items.append(ExampleTask(example_id, request, base_first))
-    cell = shard.cell
-    return ShardTask(shard.shard_id, cell.acceptance, cell.tau, cell.verifier_mode, cell.max_new_tokens,
-                     tuple(items), bench, cell.live)
-
-
 class _GridRun:
     """The state of one run_grid call: counters, the writer, the progress bar, the run record."""
 
@@ -117,32 +99,27 @@ class _GridRun:
         self.started_at = _now()
 
     def unit(self, shard: Shard) -> WorkUnit:
-        return WorkUnit(shard.shard_id, shard.model_name, shard)
+        """The shard's work unit; its payload is the shard's one task, built here once."""
+        return WorkUnit(shard.shard_id, shard.model_name, self.plan.task(shard, self.summary.run_id, code_version()))
 
     def spawn(self, model: str) -> Any:
         return spawn_model_actor(self.plan.models[model], use_gpu=self.use_gpu)
 
     def submit(self, actor: Any, unit: WorkUnit) -> Any:
-        return actor.run_shard.remote(_shard_task(self.plan, unit.payload))
-
-    def context(self, shard: Shard) -> ShardContext:
-        return ShardContext.for_shard(shard, self.summary.run_id, code_version(), self.plan.segments,
-                                      self.plan.excluded)
+        return actor.run_shard.remote(unit.payload)
 
     def after(self, unit: WorkUnit, decoded: DecodedShard) -> Any:
-        shard: Shard = unit.payload
         t = self.summary.timings
         t.load_s += decoded.load_s
         t.decode_s += decoded.busy_s
         t.forward_s += decoded.forward_wall_s
         t.decode_cpu_s += decoded.cpu_s
         self.summary.devices[decoded.actor_id] = decoded.device
-        examples = tuple(self.plan.examples[shard.cell.benchmark.name][e] for e in shard.example_ids)
-        return remote_score_shard(self.context(shard), examples, decoded)
+        return remote_score_shard(unit.payload, decoded)
 
     def finish(self, unit: WorkUnit, rows: ShardRows) -> None:
         if rows.sandbox_errors:
-            shard: Shard = unit.payload
+            shard: Shard = unit.payload.shard
             raise SandboxUnavailable(
                 f"the sandbox could not run {len(rows.sandbox_errors)} answers of shard {unit.key} "
                 f"({shard.cell.label}) after its retries; first: {rows.sandbox_errors[0].strip()}\n"
@@ -150,7 +127,7 @@ class _GridRun:
                 f"check {shard.cell.benchmark.name} --limit 5` (is bubblewrap installed, does the "
                 f"benchmark's options.python run?), then rerun to resume.")
         start = time.perf_counter()
-        self.writer.write_shard(unit.payload, rows.pairs, rows.steps)
+        self.writer.write_shard(unit.payload.shard, rows.pairs, rows.steps)
         self.summary.timings.write_s += time.perf_counter() - start
         self.summary.timings.score_s += rows.score_s
         self._count(len(unit.payload), rows.errors, rows.excluded)
@@ -160,7 +137,7 @@ class _GridRun:
         """A shard that used up its attempts: not written (a rerun retries it), its examples count as errors."""
         self.summary.shards_failed.append(unit.key)
         log.error("shard %s (%s) failed:\n%s", unit.key, unit.payload.cell.label, error)
-        rows = failed_shard_rows(self.context(unit.payload), error)
+        rows = failed_shard_rows(unit.payload, error)
         self._count(len(unit.payload), rows.errors, 0)
 
     def _count(self, examples: int, errors: int, excluded: int) -> None:
