@@ -92,7 +92,7 @@ def spine(stacks: dict[str, tuple[str, ...]]) -> tuple[list[tuple[int, str]], Co
     return [(len(n) - 1, n[-1]) for n in nodes], Counter(n[-1] for n in nodes)
 
 
-def _in_process(driver: Any) -> None:
+def _in_process() -> None:
     """Make the driver's actor and CPU-worker task run in this process (results through ray.put)."""
     import ray
 
@@ -110,20 +110,24 @@ def _in_process(driver: Any) -> None:
             self.actor = actors.ModelActor(model)
             self.run_shard = _Method(self.actor.run_shard)
 
-    driver.spawn_model_actor = lambda model, **kw: _Actor(model)
-    for name in dir(driver):  # the CPU-worker task's submit function (named remote_score_shard on main)
-        if name.startswith("remote_"):
-            inner = getattr(sys.modules[getattr(driver, name).__module__], name.removeprefix("remote_"))
-            setattr(driver, name, lambda *args, _f=inner: ray.put(_f(*args)))
+    for module in [m for name, m in sys.modules.items() if name.startswith("jobs.")]:
+        for name, fn in list(vars(module).items()):  # wherever the driver side imported them
+            if not callable(fn) or not getattr(fn, "__module__", "").startswith("jobs."):
+                continue
+            if name == "spawn_model_actor":
+                setattr(module, name, lambda model, **kw: _Actor(model))
+            elif name.startswith("remote_"):  # the CPU-worker task's submit (remote_score_shard)
+                inner = getattr(sys.modules[fn.__module__], name.removeprefix("remote_"))
+                setattr(module, name, lambda *args, _f=inner: ray.put(_f(*args)))
     ray.kill = lambda *a, **k: None  # the fake actors have no process to kill
 
 
 def main(argv: list[str]) -> int:
-    import jobs.driver as driver
+    import jobs.driver  # noqa: F401  (imports the driver side, whose submit functions are replaced)
     import workflows.full_grid as full_grid
 
     model = next((a.split("=", 1)[1] for a in argv if a.startswith("model=")), "scripted-ar-prefix")
-    _in_process(driver)
+    _in_process()
     full_grid.print_summary = lambda *a, **k: None  # the rows are written before the summary
     tracer = Tracer()
     with tempfile.TemporaryDirectory() as out:
