@@ -82,7 +82,6 @@ class PairRecord:
     sandbox_view: str | None = None  # what scored programs could see ('allowlist-1', 'host'); null unscored
     live_policy: str | None = None  # live cells: the drafting policy on the real clock (docs/timing.md)
     live_chars_per_s: float | None = None  # live cells: the typing rate
-    trial_column: int | None = None  # TRIAL: the cell's answer budget, tokens
 
 
 @dataclass(frozen=True)
@@ -117,7 +116,6 @@ class StepRecord:
     sentence_ends: int | None = None  # sentence boundaries strictly inside the prefix (typing pauses)
     arrival_s: float | None = None  # live cells: segment arrival after the first keystroke
     start_s: float | None = None  # live cells: when the step started, same origin
-    trial_column: int | None = None  # TRIAL: the cell's answer budget, tokens
 
 
 @dataclass(frozen=True)

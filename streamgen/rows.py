@@ -49,7 +49,6 @@ class RowContext:
             "cell_fingerprint": cell.fingerprint, "cell_settings": settings_json(cell.settings()),
             "live_policy": live.live_policy if live is not None else None,
             "live_chars_per_s": live.chars_per_s[0] if live is not None else None,
-            "trial_column": cell.max_new_tokens,
         }
 
 
