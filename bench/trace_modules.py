@@ -14,6 +14,7 @@ the driver). Import-time code is not counted, nor the summary tables printed aft
 
 from __future__ import annotations
 
+import functools
 import sys
 import tempfile
 import threading
@@ -26,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 PACKAGES = ("workflows", "jobs", "streamgen", "analysis")
 
 
+@functools.cache
 def _module(filename: str) -> str | None:
     path = Path(filename)
     try:
