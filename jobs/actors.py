@@ -3,7 +3,7 @@
 Per example the actor runs the base run and the stream run back to back (``streamgen.stream.run_pair``)
 in the order the shard prescribes (seeded, balanced per cell, see :mod:`jobs.shards`), so both runs
 see the same device state. A failing example becomes an error result with its traceback; the actor
-carries on. Scoring never happens here (it runs on CPU workers, :mod:`jobs.scoring`).
+carries on. Scoring never happens here (it runs on CPU workers, :mod:`jobs.cpu_worker`).
 
 The actor class is plain Python; :func:`actor_options` gives the Ray resources and
 :func:`spawn_model_actor` wraps it, so tests can also run it in-process.
@@ -21,10 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from streamgen.config import ModelConfig, TypingConfig
+from jobs.shards import Shard
+from streamgen.cells import Cell
+from streamgen.config import ModelConfig
 from streamgen.decoding.base import Decoder, make_rule
 
 if TYPE_CHECKING:  # the driver imports this module without torch/transformers; actors import them
+    from streamgen.rows import RowContext
     from streamgen.stream import PairOutcome, StreamRequest
 
 log = logging.getLogger(__name__)
@@ -32,23 +35,43 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ExampleTask:
-    """One example of a shard, ready to decode (``request`` is None when it was excluded up front)."""
+    """One example of a shard: the benchmark's example, its request (None when excluded up front),
+    its run order and its segment count."""
 
-    example_id: str
+    example: Any  # streamgen.benchmarks.Example (scored on the CPU worker)
     request: StreamRequest | None
     base_first: bool
+    n_segments: int
+    excluded: str | None = None  # reason decided before decoding (one segment)
+
+    @property
+    def example_id(self) -> str:
+        return self.example.example_id
 
 
 @dataclass(frozen=True)
 class ShardTask:
-    shard_id: str
-    acceptance: str
-    tau: float | None
-    verifier_mode: str | None
-    max_new_tokens: int
+    """One shard, built once by the driver (``jobs.plan.GridPlan.task``) and carried whole: the actor
+    decodes it, a CPU worker scores it and builds its rows (``jobs.cpu_worker``)."""
+
+    shard: Shard
+    run_id: str
+    code_version: str
     examples: tuple[ExampleTask, ...]
-    benchmark: str = ""  # picks the model's decoding.per_benchmark settings (ReFusion)
-    live: TypingConfig | None = None  # the stream runs live on the real clock (streamgen.live)
+
+    @property
+    def cell(self) -> Cell:
+        return self.shard.cell
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def row_context(self, device: str = "unknown", actor_id: str | None = None,
+                    thresholds: tuple[float | None, float | None] = (None, None)) -> RowContext:
+        from streamgen.rows import RowContext
+
+        return RowContext(self.cell, self.run_id, self.shard.shard_id, self.code_version, device, actor_id,
+                          thresholds)
 
 
 @dataclass(frozen=True)
@@ -159,15 +182,15 @@ class ModelActor:
         return self._decoders[key]
 
     def run_shard(self, task: ShardTask) -> DecodedShard:
-        start, cpu_start = time.perf_counter(), time.process_time()
-        decoder = self._decoder(task.benchmark, task.verifier_mode, task.max_new_tokens)
-        rule = make_rule(task.acceptance, task.tau)
+        start, cpu_start, cell = time.perf_counter(), time.process_time(), task.cell
+        decoder = self._decoder(cell.benchmark.name, cell.verifier_mode, cell.max_new_tokens)
+        rule = make_rule(cell.acceptance, cell.tau)
         from streamgen.live import LiveSettings
 
-        live = LiveSettings.from_config(task.live) if task.live is not None else None
+        live = LiveSettings.from_config(cell.live) if cell.live is not None else None
         results = tuple(self._run_example(decoder, rule, ex, live) for ex in task.examples)
         load_s, self._load_reported = (0.0 if self._load_reported else self.load_s), True
-        return DecodedShard(task.shard_id, self.actor_id, self.device_label, results,
+        return DecodedShard(task.shard.shard_id, self.actor_id, self.device_label, results,
                             time.perf_counter() - start, sum(r.forward_wall_s for r in results), load_s,
                             time.process_time() - cpu_start, effective_thresholds(decoder))
 

@@ -1,5 +1,6 @@
-"""Run a whole grid: plan and validate, skip finished shards, decode on model actors, score on CPU
-workers, write each shard atomically, record the run.
+"""Run a whole grid: plan and validate, skip finished shards, start Ray, hand the shards to the
+scheduler with one :class:`jobs.grid_run.GridRun` (decode on model actors, score on CPU workers, write
+each shard atomically), record the run.
 
 ``run_grid(grid)`` works the same on this machine (it starts a loopback Ray) and inside a Slurm job
 (``grid.ray.address`` names the running cluster). It is idempotent: rerunning the same grid only
@@ -9,190 +10,23 @@ running it again.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import logging
-import os
-import socket
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.actors import DecodedShard, ExampleTask, ShardTask, spawn_model_actor
-from jobs.plan import GridPlan, plan_grid
+from jobs.grid_run import GridAborted, GridRun, GridSummary, SandboxUnavailable, Timings, new_run_id
+from jobs.plan import plan_grid
 from jobs.progress import GridProgress
 from jobs.ray_env import start_ray, stop_ray
 from jobs.scheduler import Scheduler, WorkUnit
-from jobs.scoring import ShardContext, ShardRows, failed_shard_rows, remote_score_shard
-from jobs.shards import Shard
 from jobs.writer import ResultWriter
-from streamgen.cells import effective_system_prompt
 from streamgen.config import GridConfig
-from streamgen.records import SCHEMA_VERSION, RunRecord
-from streamgen.version import code_version
+
+__all__ = ["GridAborted", "GridSummary", "SandboxUnavailable", "Timings", "run_grid"]
 
 log = logging.getLogger(__name__)
-
-
-class GridAborted(RuntimeError):
-    """More examples failed than ``max_error_fraction`` allows; finished shards stay on disk."""
-
-
-class SandboxUnavailable(GridAborted):
-    """The sandbox could not run answers even after its retries: every verdict would be a quiet
-    ``error``. The shard is not written (a rerun recomputes it); finished shards stay on disk."""
-
-
-@dataclass
-class Timings:
-    """Where the wall time went (seconds; actor-side figures are summed over actors)."""
-
-    plan_s: float = 0.0
-    ray_start_s: float = 0.0
-    load_s: float = 0.0  # model loads inside actors
-    decode_s: float = 0.0  # run_shard wall on actors, model load excluded
-    forward_s: float = 0.0  # of which inside model forwards
-    decode_cpu_s: float = 0.0  # CPU time of the actors while decoding (what a quiet machine needs)
-    score_s: float = 0.0  # scoring tasks
-    write_s: float = 0.0  # result files, in the driver
-
-
-@dataclass
-class GridSummary:
-    run_id: str
-    results_dir: Path
-    shards_total: int
-    shards_skipped: int  # complete on disk before this run
-    shards_done: int = 0  # computed by this run
-    shards_failed: list[str] = field(default_factory=list)
-    examples: int = 0
-    errors: int = 0
-    excluded: int = 0
-    wall_s: float = 0.0
-    timings: Timings = field(default_factory=Timings)
-    devices: dict[str, str] = field(default_factory=dict)  # actor id → device
-
-    @property
-    def forward_share(self) -> float:
-        """Share of actor decode time spent inside model forwards."""
-        return self.timings.forward_s / self.timings.decode_s if self.timings.decode_s else float("nan")
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def new_run_id() -> str:
-    return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
-
-
-def _shard_task(plan: GridPlan, shard: Shard) -> ShardTask:
-    from streamgen.stream import StreamRequest
-
-    bench = shard.cell.benchmark.name
-    model_prompt = shard.cell.model.system_prompt
-    items = []
-    for example_id, base_first in zip(shard.example_ids, shard.base_first, strict=True):
-        ex, segs = plan.examples[bench][example_id], plan.segments[(bench, example_id)]
-        request = None if plan.excluded[(bench, example_id)] else StreamRequest(
-            example_id=example_id, history=tuple(ex.history), segments=segs,
-            system_prompt=effective_system_prompt(model_prompt, ex.system_prompt))
-        items.append(ExampleTask(example_id, request, base_first))
-    cell = shard.cell
-    return ShardTask(shard.shard_id, cell.acceptance, cell.tau, cell.verifier_mode, cell.max_new_tokens,
-                     tuple(items), bench, cell.live)
-
-
-class _GridRun:
-    """The state of one run_grid call: counters, the writer, the progress bar, the run record."""
-
-    def __init__(self, plan: GridPlan, todo: list[Shard], summary: GridSummary, progress: GridProgress,
-                 use_gpu: bool) -> None:
-        self.plan, self.todo, self.summary, self.progress = plan, todo, summary, progress
-        self.writer, self.use_gpu = ResultWriter(summary.results_dir), use_gpu
-        self.max_errors = plan.grid.max_error_fraction * sum(len(s) for s in todo)
-        self.started_at = _now()
-
-    def unit(self, shard: Shard) -> WorkUnit:
-        return WorkUnit(shard.shard_id, shard.model_name, shard)
-
-    def spawn(self, model: str) -> Any:
-        return spawn_model_actor(self.plan.models[model], use_gpu=self.use_gpu)
-
-    def submit(self, actor: Any, unit: WorkUnit) -> Any:
-        return actor.run_shard.remote(_shard_task(self.plan, unit.payload))
-
-    def context(self, shard: Shard) -> ShardContext:
-        return ShardContext.for_shard(shard, self.summary.run_id, code_version(), self.plan.segments,
-                                      self.plan.excluded)
-
-    def after(self, unit: WorkUnit, decoded: DecodedShard) -> Any:
-        shard: Shard = unit.payload
-        t = self.summary.timings
-        t.load_s += decoded.load_s
-        t.decode_s += decoded.busy_s
-        t.forward_s += decoded.forward_wall_s
-        t.decode_cpu_s += decoded.cpu_s
-        self.summary.devices[decoded.actor_id] = decoded.device
-        examples = tuple(self.plan.examples[shard.cell.benchmark.name][e] for e in shard.example_ids)
-        return remote_score_shard(self.context(shard), examples, decoded)
-
-    def finish(self, unit: WorkUnit, rows: ShardRows) -> None:
-        if rows.sandbox_errors:
-            shard: Shard = unit.payload
-            raise SandboxUnavailable(
-                f"the sandbox could not run {len(rows.sandbox_errors)} answers of shard {unit.key} "
-                f"({shard.cell.label}) after its retries; first: {rows.sandbox_errors[0].strip()}\n"
-                f"The shard was not written. Check the scorer here with `python -m streamgen.benchmarks "
-                f"check {shard.cell.benchmark.name} --limit 5` (is bubblewrap installed, does the "
-                f"benchmark's options.python run?), then rerun to resume.")
-        start = time.perf_counter()
-        self.writer.write_shard(unit.payload, rows.pairs, rows.steps)
-        self.summary.timings.write_s += time.perf_counter() - start
-        self.summary.timings.score_s += rows.score_s
-        self._count(len(unit.payload), rows.errors, rows.excluded)
-        self.summary.shards_done += 1
-
-    def on_failed(self, unit: WorkUnit, error: str) -> None:
-        """A shard that used up its attempts: not written (a rerun retries it), its examples count as errors."""
-        self.summary.shards_failed.append(unit.key)
-        log.error("shard %s (%s) failed:\n%s", unit.key, unit.payload.cell.label, error)
-        rows = failed_shard_rows(self.context(unit.payload), error)
-        self._count(len(unit.payload), rows.errors, 0)
-
-    def _count(self, examples: int, errors: int, excluded: int) -> None:
-        s = self.summary
-        s.examples, s.errors, s.excluded = s.examples + examples, s.errors + errors, s.excluded + excluded
-        self.progress.shard_done(examples, errors)
-        if s.errors > self.max_errors:
-            raise GridAborted(
-                f"{s.errors} examples failed, more than max_error_fraction={self.plan.grid.max_error_fraction} "
-                f"of the {sum(len(x) for x in self.todo)} to run; see error_type/error_traceback in "
-                f"{s.results_dir}/pairs (finished shards are kept; rerun to resume)")
-
-    def run_record(self, finished: bool) -> RunRecord:
-        s = self.summary
-        return RunRecord(s.run_id, self.plan.grid.name, self.plan.resolved_yaml, code_version(),
-                         socket.gethostname(), json.dumps(device_inventory(s.devices), sort_keys=True),
-                         self.started_at, _now() if finished else None, s.shards_total,
-                         s.shards_skipped + s.shards_done, s.shards_skipped, SCHEMA_VERSION)
-
-
-def device_inventory(actor_devices: dict[str, str]) -> dict[str, Any]:
-    """Ray's nodes with their resources, and the device each model actor ran on."""
-    import ray
-
-    nodes = []
-    if ray.is_initialized():
-        for n in ray.nodes():
-            if n.get("Alive"):
-                nodes.append({"host": n.get("NodeManagerHostname"), "address": n.get("NodeManagerAddress"),
-                              "resources": {k: v for k, v in n.get("Resources", {}).items()
-                                            if not k.startswith("node:")}})
-    return {"nodes": nodes, "actors": actor_devices, "driver_cpus": os.cpu_count()}
 
 
 def run_grid(grid: GridConfig, *, progress: bool | None = None,
@@ -214,12 +48,12 @@ def run_grid(grid: GridConfig, *, progress: bool | None = None,
     bar = GridProgress(shards_total=len(plan.shards), examples_total=sum(len(s) for s in todo),
                        shards_skipped=summary.shards_skipped, enabled=progress)
     session = None
-    run: _GridRun | None = None
+    run: GridRun | None = None
     try:
         t0 = time.perf_counter()
         session = start_ray(grid.ray, default_num_cpus=grid.workers + grid.score_workers)
         summary.timings.ray_start_s = time.perf_counter() - t0
-        run = _GridRun(plan, todo, summary, bar, use_gpu=_cluster_gpus() >= 1)
+        run = GridRun(plan, todo, summary, bar, use_gpu=_cluster_gpus() >= 1)
         writer.write_run(run.run_record(finished=False))
         if todo:
             _schedule(run, grid, on_dispatch)
@@ -239,7 +73,7 @@ def _cluster_gpus() -> float:
     return float(ray.cluster_resources().get("GPU", 0.0))
 
 
-def _schedule(run: _GridRun, grid: GridConfig, on_dispatch: Callable[[Any, WorkUnit], None] | None) -> None:
+def _schedule(run: GridRun, grid: GridConfig, on_dispatch: Callable[[Any, WorkUnit], None] | None) -> None:
     workers = grid.workers
     if run.use_gpu and workers > _cluster_gpus():
         workers = int(_cluster_gpus())

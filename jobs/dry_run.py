@@ -152,7 +152,7 @@ def render(grid: GridConfig, plan: GridPlan, lines: list[CellLine], cost: CostMo
                 f"(≈ {total_s / max(grid.workers, 1):,.0f} s on {grid.workers} model actor(s)); cost model "
                 f"fitted on {cost.n_rows} rows under {cost.source}")
     else:
-        missing = sorted({x.label.split("/")[0] for x in todo if x.forwards is None})
+        missing = sorted({x.label.split(" / ")[0] for x in todo if x.forwards is None})
         tail = (f"no estimate for {', '.join(missing)}: {cost.source} has no rows of "
                 f"{'that model' if len(missing) == 1 else 'those models'} with cell settings yet")
     return "\n".join([head, *body, "", tail])

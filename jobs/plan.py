@@ -22,7 +22,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from jobs.actors import ExampleTask, ShardTask
 from jobs.shards import Shard, expand_cells, expand_shards
+from streamgen.cells import effective_system_prompt
 from streamgen.config import (
     GRANULARITIES,
     BenchmarkConfig,
@@ -64,6 +66,21 @@ class GridPlan:
             "benchmarks": {k: dataclasses.asdict(v) for k, v in self.benchmarks.items()},
         }
         return OmegaConf.to_yaml(OmegaConf.create(doc))
+
+    def task(self, shard: Shard, run_id: str, code_version: str) -> ShardTask:
+        """The shard ready to run: each example with its request (system prompts composed), run order,
+        segment count and up-front exclusion. Built once; the actor and the CPU worker both take it."""
+        from streamgen.stream import StreamRequest
+
+        bench, items = shard.cell.benchmark.name, []
+        for example_id, base_first in zip(shard.example_ids, shard.base_first, strict=True):
+            ex, segs, reason = (self.examples[bench][example_id], self.segments[(bench, example_id)],
+                                self.excluded[(bench, example_id)])
+            request = None if reason else StreamRequest(
+                example_id=example_id, history=tuple(ex.history), segments=segs,
+                system_prompt=effective_system_prompt(shard.cell.model.system_prompt, ex.system_prompt))
+            items.append(ExampleTask(ex, request, base_first, len(segs), reason))
+        return ShardTask(shard, run_id, code_version, tuple(items))
 
 
 def model_problems(cfg: ModelConfig) -> list[str]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from streamgen.cells import cell_label
 from streamgen.records import PairRecord, read_parquet_validated
 
 log = logging.getLogger(__name__)
@@ -54,9 +55,7 @@ class RunSummary:
 
 
 def cell_key(r: dict[str, Any]) -> str:
-    tau = "" if r["tau"] is None else f"τ={r['tau']:g}"
-    mode = f" [{r['verifier_mode']}]" if r.get("verifier_mode") else ""
-    return f"{r['model']} / {r['benchmark']} / {r['acceptance']}{(' ' + tau) if tau else ''}{mode}"
+    return cell_label(r["model"], r["benchmark"], r["acceptance"], r["tau"], r.get("verifier_mode"))
 
 
 def example_key(r: dict[str, Any]) -> str:

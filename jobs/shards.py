@@ -1,8 +1,8 @@
 """Grid → cells → shards, with stable shard ids (DESIGN §4).
 
-A **cell** is (model, benchmark, acceptance rule/τ, verifier mode, decode settings); a **shard** is a
-cell × a chunk of example ids. A shard id is a hash of everything that changes the shard's rows: the
-full model spec (weights source, revision, decode settings), the full benchmark config (its data
+A **cell** (``streamgen.cells.Cell``, built here once per grid combination) is (model, benchmark,
+acceptance rule/τ, verifier mode, decode settings); a **shard** is a cell × a chunk of example ids.
+A shard id is a hash of everything that changes the shard's rows: the full model spec (weights source, revision, decode settings), the full benchmark config (its data
 version, prompt, scoring), acceptance and τ, max_new_tokens, the example ids, the run-order seed and
 ``SCHEMA_VERSION``. Renaming nothing else changes it; changing any of those gives a new id, so stale
 files are never reused and unchanged ones are never recomputed.
@@ -10,71 +10,14 @@ files are never reused and unchanged ones are never recomputed.
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from streamgen.cells import HASH_CHARS, cell_fingerprint, cell_settings, stable_hash
-from streamgen.config import VERIFIER_MODE_FAMILIES, BenchmarkConfig, GridConfig, ModelConfig, TypingConfig
-from streamgen.records import SCHEMA_VERSION
+from streamgen.cells import HASH_CHARS, Cell, stable_hash
+from streamgen.config import VERIFIER_MODE_FAMILIES, BenchmarkConfig, GridConfig, ModelConfig
 
 __all__ = ["HASH_CHARS", "Cell", "Shard", "balanced_order", "expand_cells", "expand_shards", "stable_hash"]
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One (model, benchmark, acceptance/τ, verifier mode, decode settings) combination."""
-
-    model: ModelConfig
-    benchmark: BenchmarkConfig
-    acceptance: str  # greedy | threshold
-    tau: float | None  # None for greedy
-    verifier_mode: str | None  # VERIFIER_MODE_FAMILIES only (bidirectional, diffusion_gemma): visible | hidden
-    max_new_tokens: int
-    limit: int | None = None  # the grid's example limit: in the fingerprint, not in the shard ids
-    segmentation: str = "sentence"  # granularity (and chunk size): sentence | word | chars:N
-    live: TypingConfig | None = None  # set when the stream runs live (typing.live_policy)
-
-    def timing(self) -> dict[str, Any]:
-        """The cell's timing settings, only those not at their default (so default cells keep their ids)."""
-        timing: dict[str, Any] = {} if self.segmentation == "sentence" else {"segmentation": self.segmentation}
-        if self.live is not None:
-            timing["live"] = dataclasses.asdict(self.live)
-        return timing
-
-    def settings(self) -> dict[str, Any]:
-        """Every result-defining setting of the cell (``streamgen.cells.cell_settings``)."""
-        return cell_settings(self.model, self.benchmark, acceptance=self.acceptance, tau=self.tau,
-                             verifier_mode=self.verifier_mode, max_new_tokens=self.max_new_tokens,
-                             limit=self.limit, timing=self.timing())
-
-    @property
-    def fingerprint(self) -> str:
-        return cell_fingerprint(self.settings())
-
-    def identity(self) -> dict[str, Any]:
-        """Everything about the cell that changes its rows (timing keys only when not the default)."""
-        return {**self.timing(),
-            "model": dataclasses.asdict(self.model),
-            "benchmark": dataclasses.asdict(self.benchmark),
-            "acceptance": self.acceptance,
-            "tau": self.tau,
-            "verifier_mode": self.verifier_mode,
-            "max_new_tokens": self.max_new_tokens,
-            "schema_version": SCHEMA_VERSION,
-        }
-
-    @property
-    def cell_id(self) -> str:
-        return stable_hash(self.identity())
-
-    @property
-    def label(self) -> str:
-        tau = "" if self.tau is None else f"@{self.tau:g}"
-        mode = "" if self.verifier_mode is None else f"/{self.verifier_mode}"
-        return f"{self.model.name}/{self.benchmark.name}/{self.acceptance}{tau}{mode}"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Cell fingerprint: one hash of every setting that can change a cell's results (DESIGN §11).
+"""The cell: its identity, its settings and their fingerprint, its label — one hash of every setting that can change a cell's results (DESIGN §11).
 
 A cell's *name* is (model, benchmark, acceptance, τ, variant, verifier mode); its *fingerprint* also
 covers the model's weights and decode settings, the benchmark's version and config, the answer
@@ -6,6 +6,9 @@ budget, the example limit, the effective system prompt and ``SCHEMA_VERSION``. E
 row carries the fingerprint (``cell_fingerprint``); pairs rows also carry the settings themselves
 (``cell_settings``, flat JSON) so the analysis can say which settings differ between two
 fingerprints of one cell name. This module is the only place that decides what enters it.
+
+:class:`Cell` is the one carrier of a cell's identity from the grid to the result rows, and
+:func:`cell_label` the one spelling of its name in logs, plans and the nightly comparison.
 
 Also here, because the effective system prompt is part of the fingerprint: how a model's system
 prompt and a benchmark's compose (:func:`effective_system_prompt`).
@@ -16,9 +19,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
-from streamgen.config import BenchmarkConfig, ModelConfig
+from streamgen.config import BenchmarkConfig, ModelConfig, TypingConfig
 from streamgen.records import SCHEMA_VERSION
 
 HASH_CHARS = 16
@@ -79,3 +83,64 @@ def cell_fingerprint(settings: dict[str, Any]) -> str:
 def settings_json(settings: dict[str, Any]) -> str:
     """The settings as the canonical JSON text stored in ``pairs.cell_settings``."""
     return json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def cell_label(model: str, benchmark: str, acceptance: str, tau: float | None, verifier_mode: str | None) -> str:
+    """The one spelling of a cell's name: ``model / benchmark / threshold τ=0.9 [visible]`` (the nightly
+    baseline's keys are these labels)."""
+    rule = acceptance if tau is None else f"{acceptance} τ={tau:g}"
+    mode = f" [{verifier_mode}]" if verifier_mode else ""
+    return f"{model} / {benchmark} / {rule}{mode}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (model, benchmark, acceptance/τ, verifier mode, decode settings) combination: built once from
+    the grid (``jobs.shards.expand_cells``) and carried whole from shard to row (``streamgen.rows``)."""
+
+    model: ModelConfig
+    benchmark: BenchmarkConfig
+    acceptance: str  # greedy | threshold
+    tau: float | None  # None for greedy
+    verifier_mode: str | None  # VERIFIER_MODE_FAMILIES only (bidirectional, diffusion_gemma): visible | hidden
+    max_new_tokens: int
+    limit: int | None = None  # the grid's example limit: in the fingerprint, not in the shard ids
+    segmentation: str = "sentence"  # granularity (and chunk size): sentence | word | chars:N
+    live: TypingConfig | None = None  # set when the stream runs live (typing.live_policy)
+
+    def timing(self) -> dict[str, Any]:
+        """The cell's timing settings, only those not at their default (so default cells keep their ids)."""
+        timing: dict[str, Any] = {} if self.segmentation == "sentence" else {"segmentation": self.segmentation}
+        if self.live is not None:
+            timing["live"] = dataclasses.asdict(self.live)
+        return timing
+
+    def settings(self) -> dict[str, Any]:
+        """Every result-defining setting of the cell (``streamgen.cells.cell_settings``)."""
+        return cell_settings(self.model, self.benchmark, acceptance=self.acceptance, tau=self.tau,
+                             verifier_mode=self.verifier_mode, max_new_tokens=self.max_new_tokens,
+                             limit=self.limit, timing=self.timing())
+
+    @property
+    def fingerprint(self) -> str:
+        return cell_fingerprint(self.settings())
+
+    def identity(self) -> dict[str, Any]:
+        """Everything about the cell that changes its rows (timing keys only when not the default)."""
+        return {**self.timing(),
+            "model": dataclasses.asdict(self.model),
+            "benchmark": dataclasses.asdict(self.benchmark),
+            "acceptance": self.acceptance,
+            "tau": self.tau,
+            "verifier_mode": self.verifier_mode,
+            "max_new_tokens": self.max_new_tokens,
+            "schema_version": SCHEMA_VERSION,
+        }
+
+    @property
+    def cell_id(self) -> str:
+        return stable_hash(self.identity())
+
+    @property
+    def label(self) -> str:
+        return cell_label(self.model.name, self.benchmark.name, self.acceptance, self.tau, self.verifier_mode)

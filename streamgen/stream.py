@@ -1,4 +1,4 @@
-"""The streaming procedure for one example: the paired base run and stream run, and their records.
+"""The streaming procedure for one example: the paired base run and stream run (rows: ``streamgen.rows``).
 
 Base run: decode the complete request from scratch. Stream run: for each prefix i = 1..n of the
 request's segments, verify the previous draft in one forward, accept its longest passing leading run,
@@ -9,21 +9,14 @@ See DESIGN §2 and docs/accounting.md.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
-import traceback as tb
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from dataclasses import dataclass
 
-from streamgen.benchmarks import empty_answer_reason
 from streamgen.config import ConfigError
 from streamgen.decoding.base import AcceptanceRule, Decoder, Generation, Message, StepResult
 from streamgen.live import LiveSettings, StepTiming, run_stream_live
-from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord
-from streamgen.timeline import prefix_counts
-from streamgen.version import code_version
 
 log = logging.getLogger(__name__)
 
@@ -156,136 +149,3 @@ def run_pair(decoder: Decoder, request: StreamRequest, rule: AcceptanceRule, *, 
               steps[-1].answer.forwards)
     return PairOutcome(base, steps, "base_first" if base_first else "stream_first", request,
                        getattr(decoder, "min_residual_forwards", None), timing)
-
-
-# --------------------------------------------------------------------------------------------
-# Records
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RecordContext:
-    """Everything a result row carries besides the example's own numbers."""
-
-    run_id: str
-    shard_id: str
-    cell_id: str
-    model: str
-    family: str
-    benchmark: str
-    benchmark_version: str
-    acceptance: str
-    tau: float | None
-    device: str
-    actor_id: str | None = None
-    variant: str | None = None
-    verifier_mode: str | None = None
-    code_version: str = field(default_factory=code_version)
-    slot_threshold: float | None = None  # ReFusion's effective thresholds (decoding.per_benchmark applied)
-    token_threshold: float | None = None
-    cell_fingerprint: str | None = None  # streamgen.cells.cell_fingerprint of the cell
-    cell_settings: str | None = None  # streamgen.cells.settings_json of the cell
-    live_policy: str | None = None  # live cells only (streamgen.live)
-    live_chars_per_s: float | None = None
-
-
-class Records(NamedTuple):
-    pair: PairRecord
-    steps: list[StepRecord]
-
-
-_NULL_COSTS = dict.fromkeys(
-    ("base_forwards", "residual_forwards", "speculative_forwards", "base_wall_s", "residual_wall_s",
-     "speculative_wall_s", "base_forward_wall_s", "residual_forward_wall_s", "base_tokens_fed",
-     "residual_tokens_fed", "min_residual_forwards", "draft_tokens_final", "accepted_tokens_final",
-     "base_answer_tokens", "stream_answer_tokens", "base_answer", "stream_answer", "base_quality",
-     "stream_quality", "base_score_status", "stream_score_status", "run_order", "sandbox_backend", "sandbox_view"))
-
-
-def _pair(ctx: RecordContext, example_id: str, n_segments: int, **values: object) -> PairRecord:
-    return PairRecord(
-        run_id=ctx.run_id, shard_id=ctx.shard_id, cell_id=ctx.cell_id, model=ctx.model, family=ctx.family,
-        benchmark=ctx.benchmark, benchmark_version=ctx.benchmark_version, acceptance=ctx.acceptance,
-        tau=ctx.tau, example_id=example_id, n_segments=n_segments, variant=ctx.variant,
-        verifier_mode=ctx.verifier_mode, device=ctx.device, actor_id=ctx.actor_id,
-        schema_version=SCHEMA_VERSION, code_version=ctx.code_version, slot_threshold=ctx.slot_threshold,
-        token_threshold=ctx.token_threshold, cell_fingerprint=ctx.cell_fingerprint,
-        cell_settings=ctx.cell_settings, live_policy=ctx.live_policy,
-        live_chars_per_s=ctx.live_chars_per_s, **values)  # type: ignore[arg-type]
-
-
-def build_records(outcome: PairOutcome, ctx: RecordContext, base_quality: float | None = None,
-                  stream_quality: float | None = None, *, base_score_status: str | None = None,
-                  stream_score_status: str | None = None, sandbox_backend: str | None = None,
-                  sandbox_view: str | None = None) -> Records:
-    """The pair row and one step row per segment arrival, exactly as DESIGN §2/§5 define the costs.
-
-    Scores are None until scored. An empty answer on either side marks the row excluded
-    (``empty_answer:<side>``, paper §4) but keeps its numbers.
-    """
-    if outcome.request is None:
-        raise ValueError("build_records needs PairOutcome.request (run_pair fills it)")
-    req, base, final = outcome.request, outcome.base, outcome.final
-    pair = _pair(
-        ctx, req.example_id, len(req.segments), excluded_reason=empty_answer_reason(base.text, final.answer.text),
-        error_type=None, error_traceback=None,
-        base_forwards=base.forwards, residual_forwards=outcome.residual_forwards,
-        speculative_forwards=outcome.speculative_forwards, base_wall_s=base.wall_s,
-        residual_wall_s=outcome.residual_wall_s, speculative_wall_s=outcome.speculative_wall_s,
-        base_forward_wall_s=base.meter.forward_wall_s, residual_forward_wall_s=final.answer.meter.forward_wall_s,
-        base_tokens_fed=base.meter.tokens_fed, residual_tokens_fed=final.answer.meter.tokens_fed,
-        min_residual_forwards=outcome.min_residual_forwards, draft_tokens_final=final.draft_tokens_in,
-        accepted_tokens_final=final.accepted_tokens, base_answer_tokens=len(base.token_ids),
-        stream_answer_tokens=len(final.answer.token_ids), base_answer=base.text, stream_answer=final.answer.text,
-        base_quality=base_quality, stream_quality=stream_quality, base_score_status=base_score_status,
-        stream_score_status=stream_score_status, run_order=outcome.run_order, sandbox_backend=sandbox_backend,
-        sandbox_view=sandbox_view)
-    return Records(pair, step_records(outcome, ctx))
-
-
-def draft_fingerprint(token_ids: tuple[int, ...] | list[int]) -> str:
-    """A short hash of a draft's token ids: equal drafts, equal fingerprints (16 hex characters)."""
-    return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
-
-
-def step_records(outcome: PairOutcome, ctx: RecordContext) -> list[StepRecord]:
-    assert outcome.request is not None
-    req, n = outcome.request, len(outcome.request.segments)
-    counts = prefix_counts(req.segments)
-    live = {t.step: t for t in outcome.timing or ()}  # a live run's steps: the prefixes it drafted
-    run = list(live) if live else list(range(1, n + 1))
-    return [
-        StepRecord(
-            run_id=ctx.run_id, shard_id=ctx.shard_id, cell_id=ctx.cell_id, model=ctx.model,
-            benchmark=ctx.benchmark, acceptance=ctx.acceptance, tau=ctx.tau, example_id=req.example_id,
-            step=i, is_final=i == n, prefix_chars=len(req.prefix(i)), draft_tokens_in=st.draft_tokens_in,
-            accepted_tokens=st.accepted_tokens, generated_tokens=st.generated_tokens, forwards=st.answer.forwards,
-            tokens_fed=st.answer.meter.tokens_fed, wall_s=st.answer.wall_s,
-            forward_wall_s=st.answer.meter.forward_wall_s,
-            verify_median_prob=st.extra.get("verify_median_prob"), verifier_mode=ctx.verifier_mode,
-            schema_version=SCHEMA_VERSION, code_version=ctx.code_version, cell_fingerprint=ctx.cell_fingerprint,
-            draft_fingerprint=draft_fingerprint(st.answer.token_ids),
-            pasted_chars=counts[i - 1].pasted_chars, sentence_ends=counts[i - 1].sentence_ends,
-            arrival_s=live[i].arrival_s if live else None, start_s=live[i].start_s if live else None)
-        for i, st in zip(run, outcome.steps, strict=True)
-    ]
-
-
-def excluded_records(ctx: RecordContext, example_id: str, n_segments: int, reason: str) -> Records:
-    """A row for an example excluded before running (``streamgen.benchmarks.exclusion_reason``, e.g.
-    ``single_segment``): reason set, costs null."""
-    return Records(_pair(ctx, example_id, n_segments, excluded_reason=reason, error_type=None,
-                         error_traceback=None, **_NULL_COSTS), [])
-
-
-def error_record(ctx: RecordContext, example_id: str, n_segments: int, error: BaseException | str,
-                 traceback: str | None = None) -> Records:
-    """A row for an example whose run failed: its error type and traceback, costs null (never 'fast')."""
-    if isinstance(error, BaseException):
-        error_type = type(error).__name__
-        traceback = traceback or "".join(tb.format_exception(error))
-    else:
-        error_type = error
-    return Records(_pair(ctx, example_id, n_segments, excluded_reason=None, error_type=error_type,
-                         error_traceback=traceback, **_NULL_COSTS), [])
-

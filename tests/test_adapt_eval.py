@@ -16,9 +16,8 @@ import torch
 
 from analysis.tables import build_tables
 from jobs.actors import ModelActor
-from jobs.driver import _shard_task
+from jobs.cpu_worker import score_shard
 from jobs.plan import plan_grid
-from jobs.scoring import ShardContext, score_shard
 from jobs.writer import ResultWriter
 from streamgen.adapt.config import LoraSettings
 from streamgen.adapt.merge import adapted_config, merged_model, save_model_folder, write_model_yaml
@@ -57,9 +56,8 @@ def test_variant_rows_sit_next_to_the_plain_model_in_table3(configs: Path, tmp_p
     for model in ("tiny-llama", "tiny-llama-x"):
         actor = ModelActor(plan.models[model])
         for shard in (s for s in plan.shards if s.model_name == model):
-            ctx = ShardContext.for_shard(shard, "run-1", "test", plan.segments, plan.excluded)
-            examples = [plan.examples["mbpp"][e] for e in shard.example_ids]
-            rows = score_shard(ctx, examples, actor.run_shard(_shard_task(plan, shard)))
+            task = plan.task(shard, "run-1", "test")
+            rows = score_shard(task, actor.run_shard(task))
             writer.write_shard(shard, rows.pairs, rows.steps)
     pairs = [r for f in sorted(tmp_path.glob("pairs/**/*.parquet")) for r in pq.read_table(f).to_pylist()]
     variant = [r for r in pairs if r["variant"] == VARIANT]

@@ -17,13 +17,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis.tables import build_tables
+from streamgen.benchmarks import Score
 from streamgen.config import model_config
 from streamgen.decoding.base import Greedy, Threshold
 from streamgen.models import load_decoder
 from streamgen.records import PairRecord, StepRecord
+from streamgen.rows import draft_fingerprint, outcome_rows
 from streamgen.scoring.metrics import best_token_f1
-from streamgen.stream import RecordContext, StreamRequest, build_records, draft_fingerprint, run_pair
+from streamgen.stream import StreamRequest, run_pair
 from tests.analysis_fixtures import RecordSet, record_sets, write_record_set
+from tests.row_support import row_context
 from tests.test_analysis_stats import (
     HYPO,
     KEY,
@@ -190,16 +193,15 @@ MODELS = {"tiny-llama": "autoregressive", "tiny-refusion": "refusion", "tiny-lla
 def decoder_records() -> RecordSet:
     """Rows of real tiny decoders of each family: greedy and τ=0.5, 5 requests each, F1-scored."""
     pairs, steps = [], []
-    for name, family in MODELS.items():
+    for name in MODELS:
         decoder = load_decoder(model_config(name), max_new_tokens=8)
         for acceptance, rule, tau in (("greedy", Greedy(), None), ("threshold", Threshold(0.5), 0.5)):
             for i, (bench, segs) in enumerate(REQUESTS):
                 cell = f"{name}|{bench}|{acceptance}"
-                ctx = RecordContext("run-1", f"shard-{cell}", cell, name, family, bench, "1", acceptance, tau,
-                                    "cpu", code_version="test", cell_fingerprint=f"fp-{cell}")
+                ctx = row_context(name, bench, acceptance, tau, shard_id=f"shard-{cell}")
                 outcome = run_pair(decoder, StreamRequest(f"e{i}", (), segs), rule, base_first=i % 2 == 0)
                 q = [best_token_f1(a, ["the sum of two numbers"]) for a in (outcome.base.text, outcome.stream.text)]
-                rec = build_records(outcome, ctx, q[0], q[1])
+                rec = outcome_rows(outcome, ctx, Score(q[0], "f1"), Score(q[1], "f1"))
                 assert [s.draft_fingerprint for s in rec.steps] == [
                     draft_fingerprint(st.answer.token_ids) for st in outcome.steps]
                 pairs.append(rec.pair)

@@ -308,11 +308,14 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
     not on hand-made fixtures: constant keeps every draft token, EOS included (accepted == draft), so
     the keep-all share is 100 % and the residual sits at the family floor; lastsegment keeps none;
     prefix keeps exactly k, a part."""
+    from streamgen.benchmarks import Score
     from streamgen.config import model_config
     from streamgen.decoding.base import Greedy
     from streamgen.models import load_decoder
+    from streamgen.rows import outcome_rows
     from streamgen.scripted import SCRIPTS
-    from streamgen.stream import RecordContext, StreamRequest, build_records, run_pair
+    from streamgen.stream import StreamRequest, run_pair
+    from tests.row_support import row_context
 
     req = StreamRequest("e1", (), ("Write a function that adds two numbers. ", "Use type hints."))
     expect = {"constant": "all", "lastsegment": "none", "prefix": "part"}
@@ -321,8 +324,8 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
         for behaviour in expect:
             name = f"scripted-{family}-{behaviour}"
             d = load_decoder(model_config(name), max_new_tokens=16)
-            ctx = RecordContext("r", "s", name, name, d.family, "mbpp", "1", "greedy", None, "cpu", code_version="t")
-            pair = build_records(run_pair(d, req, Greedy(), base_first=True), ctx, 1.0, 1.0).pair
+            ctx = row_context(name, "mbpp")
+            pair = outcome_rows(run_pair(d, req, Greedy(), base_first=True), ctx, Score(1.0, "f1"), Score(1.0, "f1")).pair
             accepted = {"all": pair.draft_tokens_final, "none": 0, "part": SCRIPTS["prefix"].k}[expect[behaviour]]
             assert pair.draft_tokens_final == SCRIPTS[behaviour].length + 1  # the previous answer, EOS included
             assert pair.accepted_tokens_final == accepted  # the intermediate facts the rule reads

@@ -7,7 +7,6 @@ import dataclasses
 import pytest
 
 from analysis.fingerprints import differing_keys
-from jobs.driver import _shard_task
 from jobs.plan import plan_grid
 from jobs.shards import Cell
 from streamgen.cells import cell_fingerprint, effective_system_prompt
@@ -56,7 +55,10 @@ def test_the_model_prompt_then_the_benchmarks_reach_both_runs_rendered() -> None
     shard = plan.shards[0]
     model = model_config("tiny-llama", [f"system_prompt={MODEL_PROMPT}"])
     shard = dataclasses.replace(shard, cell=dataclasses.replace(shard.cell, model=model))
-    request = _shard_task(plan, shard).examples[0].request
+    task = plan.task(shard, "r", "test")
+    request, ex = task.examples[0].request, task.examples[0]
+    assert task.row_context().cell is shard.cell  # one carrier: the rows' cell is the grid's object
+    assert request is not None and ex.n_segments == len(request.segments) == len(plan.segments[("mbpp", ex.example_id)])
     bench_prompt = shard.cell.benchmark.system_prompt
     assert request is not None and bench_prompt
     assert request.system_prompt == f"{MODEL_PROMPT}\n\n{bench_prompt}"

@@ -17,8 +17,10 @@ from streamgen.decoding.base import ForwardMeter, Greedy
 from streamgen.live import LiveSettings, run_stream_live
 from streamgen.models import load_decoder
 from streamgen.policies import Policy, StepFacts, evaluate
-from streamgen.stream import RecordContext, StreamRequest, build_records, run_pair
+from streamgen.rows import outcome_rows
+from streamgen.stream import StreamRequest, run_pair
 from streamgen.timeline import TypingModel, arrival_times
+from tests.row_support import row_context
 
 LAW = LinearCost(a_s=0.5, b_s=0.01)
 REQUEST = StreamRequest("live", (), ("Write a function. ", "It adds. ", "Use hints."))  # 18, 27, 37 chars
@@ -110,9 +112,8 @@ def test_live_rows_carry_the_timeline(decoder: Any, clock: FakeClock) -> None:
     live = LiveSettings.from_config(TypingConfig(chars_per_s=[10.0], sentence_pause_s=0.5, live_policy="latest"))
     assert live == LiveSettings(Policy("latest"), TYPING)
     outcome = run_pair(decoder, REQUEST, Greedy(), base_first=False, live=live, clock=clock, sleep=clock.sleep)
-    ctx = RecordContext("r", "s", "c", "tiny-llama", "autoregressive", "b", "1", "greedy", None, "cpu",
-                        code_version="t", live_policy="latest", live_chars_per_s=10.0)
-    pair, steps = build_records(outcome, ctx)
+    ctx = row_context("tiny-llama", "coedit", live=TypingConfig(chars_per_s=[10.0], live_policy="latest"))
+    pair, steps = outcome_rows(outcome, ctx)
     assert [s.step for s in steps] == [1, 3] and steps[-1].is_final and not steps[0].is_final
     assert [s.arrival_s for s in steps] == pytest.approx([1.8, 4.7])
     assert steps[0].start_s == pytest.approx(1.8) and steps[1].prefix_chars == 37
@@ -122,9 +123,7 @@ def test_live_rows_carry_the_timeline(decoder: Any, clock: FakeClock) -> None:
 
 def test_replay_rows_keep_their_values_and_gain_typing_counts(decoder: Any, clock: FakeClock) -> None:
     outcome = run_pair(decoder, REQUEST, Greedy(), base_first=True)
-    ctx = RecordContext("r", "s", "c", "tiny-llama", "autoregressive", "b", "1", "greedy", None, "cpu",
-                        code_version="t")
-    pair, steps = build_records(outcome, ctx)
+    pair, steps = outcome_rows(outcome, row_context("tiny-llama", "coedit"))
     assert [s.step for s in steps] == [1, 2, 3] and [s.prefix_chars for s in steps] == [18, 27, 37]
     assert [s.sentence_ends for s in steps] == [0, 1, 2] and [s.pasted_chars for s in steps] == [0, 0, 0]
     assert all(s.arrival_s is None and s.start_s is None for s in steps) and pair.live_policy is None

@@ -85,9 +85,11 @@ def test_dry_run_counts_complete_shards_and_estimates_from_earlier_rows(
     assert cost.forwards_per_unit == {"tiny-llama": pytest.approx(k)}
     assert cost.seconds_per_forward == {"tiny-llama": pytest.approx(3.2 / 32)}
     text = plan_dry_run(grid)
-    line = next(x for x in text.splitlines() if x.startswith("tiny-llama/mbpp/greedy"))
-    assert line.split()[1:5] == ["3", "0", "2", "1"]  # examples, excluded, shards, done
+    label = first.cell.label
+    assert label == "tiny-llama / mbpp / greedy"  # cells.cell_label: the one spelling
+    line = next(x for x in text.splitlines() if x.startswith(label)).removeprefix(label)
+    assert line.split()[0:4] == ["3", "0", "2", "1"]  # examples, excluded, shards, done
     todo = [e for s in plan.shards[1:] for e in s.example_ids]
     want = sum(k * (len(plan.segments[("mbpp", e)]) + 1) * budget for e in todo)
-    assert line.split()[5] == f"{want:,.0f}"
+    assert line.split()[4] == f"{want:,.0f}"
     assert "1 already complete" in text and "estimate:" in text

@@ -83,10 +83,10 @@ def test_default_timing_leaves_the_cell_identity_as_it_was() -> None:
 
 
 def test_schema_version_is_part_of_the_id(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import jobs.shards as shards_mod
+    import streamgen.cells as cells_mod
 
     before = {s.shard_id for s in _shards(_grid())}
-    monkeypatch.setattr(shards_mod, "SCHEMA_VERSION", 999)
+    monkeypatch.setattr(cells_mod, "SCHEMA_VERSION", 999)
     assert before.isdisjoint({s.shard_id for s in _shards(_grid())})
 
 

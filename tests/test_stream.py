@@ -6,28 +6,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streamgen.benchmarks import Score
 from streamgen.config import ConfigError, model_config
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.base import Greedy, Threshold
 from streamgen.models import load_decoder
 from streamgen.records import PAIRS_SCHEMA, STEPS_SCHEMA, PairRecord, StepRecord, to_table
-from streamgen.stream import (
-    PairOutcome,
-    RecordContext,
-    RequestError,
-    StreamRequest,
-    build_records,
-    error_record,
-    excluded_records,
-    run_pair,
-)
+from streamgen.rows import error_rows, excluded_rows, outcome_rows
+from streamgen.stream import PairOutcome, RequestError, StreamRequest, run_pair
+from tests.row_support import row_context
 
 ARCHS = ("llama", "qwen3", "gemma3")
 SENTENCES = ("Write a function. ", "It adds two numbers. ", "Return the sum!", " Handle empty lists. ",
              "Use type hints.", "\nExplain why? ", "def f(x):\n", "The fox jumps. ", "abc", "x = 1. ")
-CTX = RecordContext(run_id="r1", shard_id="s1", cell_id="c1", model="tiny-llama", family="autoregressive",
-                    benchmark="humaneval", benchmark_version="1", acceptance="greedy", tau=None, device="cpu",
-                    code_version="test")
+CTX = row_context("tiny-llama", "humaneval")
 GOLDEN_REQUEST = StreamRequest("golden", (), ("Write a function that adds two numbers. ",
                                               "It should return their sum. ", "Use type hints."))
 
@@ -149,9 +141,9 @@ def test_messages_carry_system_prompt_history_and_prefix() -> None:
     assert r.messages()[-1]["content"] == "One. Two."
 
 
-def test_build_records_fills_every_cost_column(decoders) -> None:
+def test_outcome_rows_fill_every_cost_column(decoders) -> None:
     o = run_pair(decoders["gemma3"], GOLDEN_REQUEST, Greedy(), base_first=True)
-    pair, steps = build_records(o, CTX, 1.0, 0.0, base_score_status="passed", stream_score_status="failed")
+    pair, steps = outcome_rows(o, CTX, Score(1.0, "passed", backend="bwrap"), Score(0.0, "failed", view="v"))
     assert pair.base_forwards == o.base.forwards and pair.residual_forwards == o.steps[-1].answer.forwards
     assert pair.speculative_forwards == sum(s.answer.forwards for s in o.steps[:-1])
     assert pair.residual_tokens_fed == o.steps[-1].answer.meter.tokens_fed
@@ -161,6 +153,7 @@ def test_build_records_fills_every_cost_column(decoders) -> None:
     assert pair.base_answer == o.base.text and pair.stream_answer == o.stream.text
     assert pair.min_residual_forwards == 1 and pair.n_segments == 3 and pair.run_order == "base_first"
     assert (pair.base_quality, pair.stream_quality, pair.base_score_status) == (1.0, 0.0, "passed")
+    assert (pair.stream_score_status, pair.sandbox_backend, pair.sandbox_view) == ("failed", "bwrap", "v")
     assert pair.excluded_reason is None and pair.error_type is None and pair.device == "cpu"
     assert [s.step for s in steps] == [1, 2, 3] and [s.is_final for s in steps] == [False, False, True]
     assert [s.prefix_chars for s in steps] == [len(GOLDEN_REQUEST.prefix(i)) for i in (1, 2, 3)]
@@ -174,26 +167,26 @@ def test_empty_answer_is_excluded_but_keeps_its_numbers(decoders) -> None:
     first = base.generate(GOLDEN_REQUEST.messages()).token_ids[0]
     dec = AutoregressiveDecoder(base.model, base.tokenizer, max_new_tokens=8, eos_token_ids=[first])
     o = run_pair(dec, GOLDEN_REQUEST, Greedy(), base_first=True)
-    pair, _ = build_records(o, CTX)
+    pair, _ = outcome_rows(o, CTX)
     assert pair.excluded_reason == "empty_answer:base+stream" and pair.base_forwards == 1
 
 
 def test_excluded_and_error_rows_have_null_costs() -> None:
-    ex, ex_steps = excluded_records(CTX, "e1", 1, "single_segment")
+    ex, ex_steps = excluded_rows(CTX, "e1", 1, "single_segment")
     assert ex.excluded_reason == "single_segment" and ex.base_forwards is None and ex_steps == []
     try:
         raise RuntimeError("verifier crashed")
     except RuntimeError as exc:
-        err, _ = error_record(CTX, "e2", 3, exc)
+        err, _ = error_rows(CTX, "e2", 3, exc)
     assert err.error_type == "RuntimeError" and "verifier crashed" in (err.error_traceback or "")
     assert err.residual_forwards is None and err.residual_wall_s is None and err.excluded_reason is None
     assert to_table([ex, err], PairRecord).num_rows == 2
 
 
-def test_build_records_needs_the_request() -> None:
+def test_outcome_rows_need_the_request() -> None:
     o = PairOutcome(base=None, steps=(), run_order="base_first")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="request"):
-        build_records(o, CTX)
+        outcome_rows(o, CTX)
 
 
 def test_step_rows_carry_the_median_verifier_probability_of_the_incoming_draft(decoders) -> None:
@@ -203,7 +196,7 @@ def test_step_rows_carry_the_median_verifier_probability_of_the_incoming_draft(d
 
     dec = decoders["llama"]
     o = run_pair(dec, GOLDEN_REQUEST, Greedy(), base_first=True)
-    _, steps = build_records(o, CTX)
+    _, steps = outcome_rows(o, CTX)
     assert steps[0].verify_median_prob is None  # the first arrival has no draft to verify
     for i, row in enumerate(steps[1:], start=2):
         # independent: one uncached forward over (request i + draft i-1), softmax at each draft position

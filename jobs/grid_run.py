@@ -1,0 +1,169 @@
+"""One grid run's shards, as the scheduler's callbacks: each shard's task to a model actor, the decoded
+shard to a CPU worker, its rows to the writer; the run's counters, error budget and runs record.
+
+``jobs.driver.run_grid`` plans the grid, starts Ray and hands a :class:`GridRun` to the scheduler; the
+example then flows scheduler → here → actor / CPU worker / writer and never back into the driver.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobs.actors import DecodedShard, spawn_model_actor
+from jobs.cpu_worker import ShardRows, failed_shard_rows, remote_score_shard
+from jobs.plan import GridPlan
+from jobs.progress import GridProgress
+from jobs.scheduler import WorkUnit
+from jobs.shards import Shard
+from jobs.writer import ResultWriter
+from streamgen.records import SCHEMA_VERSION, RunRecord
+from streamgen.version import code_version
+
+log = logging.getLogger(__name__)
+
+
+class GridAborted(RuntimeError):
+    """More examples failed than ``max_error_fraction`` allows; finished shards stay on disk."""
+
+
+class SandboxUnavailable(GridAborted):
+    """The sandbox could not run answers even after its retries: every verdict would be a quiet
+    ``error``. The shard is not written (a rerun recomputes it); finished shards stay on disk."""
+
+
+@dataclass
+class Timings:
+    """Where the wall time went (seconds; actor-side figures are summed over actors)."""
+
+    plan_s: float = 0.0
+    ray_start_s: float = 0.0
+    load_s: float = 0.0  # model loads inside actors
+    decode_s: float = 0.0  # run_shard wall on actors, model load excluded
+    forward_s: float = 0.0  # of which inside model forwards
+    decode_cpu_s: float = 0.0  # CPU time of the actors while decoding (what a quiet machine needs)
+    score_s: float = 0.0  # scoring tasks
+    write_s: float = 0.0  # result files, in the driver
+
+
+@dataclass
+class GridSummary:
+    run_id: str
+    results_dir: Path
+    shards_total: int
+    shards_skipped: int  # complete on disk before this run
+    shards_done: int = 0  # computed by this run
+    shards_failed: list[str] = field(default_factory=list)
+    examples: int = 0
+    errors: int = 0
+    excluded: int = 0
+    wall_s: float = 0.0
+    timings: Timings = field(default_factory=Timings)
+    devices: dict[str, str] = field(default_factory=dict)  # actor id → device
+
+    @property
+    def forward_share(self) -> float:
+        """Share of actor decode time spent inside model forwards."""
+        return self.timings.forward_s / self.timings.decode_s if self.timings.decode_s else float("nan")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def new_run_id() -> str:
+    return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+class GridRun:
+    """The state of one run_grid call: counters, the writer, the progress bar, the run record."""
+
+    def __init__(self, plan: GridPlan, todo: list[Shard], summary: GridSummary, progress: GridProgress,
+                 use_gpu: bool) -> None:
+        self.plan, self.todo, self.summary, self.progress = plan, todo, summary, progress
+        self.writer, self.use_gpu = ResultWriter(summary.results_dir), use_gpu
+        self.max_errors = plan.grid.max_error_fraction * sum(len(s) for s in todo)
+        self.started_at = _now()
+
+    def unit(self, shard: Shard) -> WorkUnit:
+        """The shard's work unit; its payload is the shard's one task, built here once."""
+        return WorkUnit(shard.shard_id, shard.model_name, self.plan.task(shard, self.summary.run_id, code_version()))
+
+    def spawn(self, model: str) -> Any:
+        return spawn_model_actor(self.plan.models[model], use_gpu=self.use_gpu)
+
+    def submit(self, actor: Any, unit: WorkUnit) -> Any:
+        return actor.run_shard.remote(unit.payload)
+
+    def after(self, unit: WorkUnit, decoded: DecodedShard) -> Any:
+        t = self.summary.timings
+        t.load_s += decoded.load_s
+        t.decode_s += decoded.busy_s
+        t.forward_s += decoded.forward_wall_s
+        t.decode_cpu_s += decoded.cpu_s
+        self.summary.devices[decoded.actor_id] = decoded.device
+        return remote_score_shard(unit.payload, decoded)
+
+    def finish(self, unit: WorkUnit, rows: ShardRows) -> None:
+        if rows.sandbox_errors:
+            shard: Shard = unit.payload.shard
+            raise SandboxUnavailable(
+                f"the sandbox could not run {len(rows.sandbox_errors)} answers of shard {unit.key} "
+                f"({shard.cell.label}) after its retries; first: {rows.sandbox_errors[0].strip()}\n"
+                f"The shard was not written. Check the scorer here with `python -m streamgen.benchmarks "
+                f"check {shard.cell.benchmark.name} --limit 5` (is bubblewrap installed, does the "
+                f"benchmark's options.python run?), then rerun to resume.")
+        start = time.perf_counter()
+        self.writer.write_shard(unit.payload.shard, rows.pairs, rows.steps)
+        self.summary.timings.write_s += time.perf_counter() - start
+        self.summary.timings.score_s += rows.score_s
+        self._count(len(unit.payload), rows.errors, rows.excluded)
+        self.summary.shards_done += 1
+
+    def on_failed(self, unit: WorkUnit, error: str) -> None:
+        """A shard that used up its attempts: not written (a rerun retries it), its examples count as errors."""
+        self.summary.shards_failed.append(unit.key)
+        log.error("shard %s (%s) failed:\n%s", unit.key, unit.payload.cell.label, error)
+        rows = failed_shard_rows(unit.payload, error)
+        self._count(len(unit.payload), rows.errors, 0)
+
+    def _count(self, examples: int, errors: int, excluded: int) -> None:
+        s = self.summary
+        s.examples, s.errors, s.excluded = s.examples + examples, s.errors + errors, s.excluded + excluded
+        self.progress.shard_done(examples, errors)
+        if s.errors > self.max_errors:
+            raise GridAborted(
+                f"{s.errors} examples failed, more than max_error_fraction={self.plan.grid.max_error_fraction} "
+                f"of the {sum(len(x) for x in self.todo)} to run; see error_type/error_traceback in "
+                f"{s.results_dir}/pairs (finished shards are kept; rerun to resume)")
+
+    def run_record(self, finished: bool) -> RunRecord:
+        s = self.summary
+        return RunRecord(s.run_id, self.plan.grid.name, self.plan.resolved_yaml, code_version(),
+                         socket.gethostname(), json.dumps(device_inventory(s.devices), sort_keys=True),
+                         self.started_at, _now() if finished else None, s.shards_total,
+                         s.shards_skipped + s.shards_done, s.shards_skipped, SCHEMA_VERSION)
+
+
+def device_inventory(actor_devices: dict[str, str]) -> dict[str, Any]:
+    """Ray's nodes with their resources, and the device each model actor ran on."""
+    import ray
+
+    nodes = []
+    if ray.is_initialized():
+        for n in ray.nodes():
+            if n.get("Alive"):
+                nodes.append({"host": n.get("NodeManagerHostname"), "address": n.get("NodeManagerAddress"),
+                              "resources": {k: v for k, v in n.get("Resources", {}).items()
+                                            if not k.startswith("node:")}})
+    return {"nodes": nodes, "actors": actor_devices, "driver_cpus": os.cpu_count()}
+
+

@@ -1,0 +1,147 @@
+"""Result rows: the one place an outcome (or an error, or an exclusion) becomes pair and step rows.
+
+Every row's identity columns come from one :class:`RowContext` (the cell, the shard and run, the
+device); the columns an example's own numbers fill are written once in :func:`outcome_rows`. Which
+columns an error or excluded row leaves null is derived from the record dataclasses
+(``streamgen.records``), not listed by hand: adding a column is a field on the record plus, if an
+outcome fills it, one line here. Costs are exactly as DESIGN §2/§5 define them (docs/accounting.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import traceback as tb
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from streamgen.benchmarks import Score, empty_answer_reason
+from streamgen.cells import Cell, settings_json
+from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord
+from streamgen.stream import PairOutcome
+from streamgen.timeline import prefix_counts
+
+__all__ = ["RowContext", "Rows", "draft_fingerprint", "error_rows", "excluded_rows", "outcome_rows"]
+
+
+@dataclass(frozen=True)
+class RowContext:
+    """Everything a row carries besides the example's own numbers: the cell, where and when it ran."""
+
+    cell: Cell
+    run_id: str
+    shard_id: str
+    code_version: str
+    device: str = "unknown"
+    actor_id: str | None = None
+    thresholds: tuple[float | None, float | None] = (None, None)  # ReFusion's effective (slot, token)
+
+    def columns(self) -> dict[str, Any]:
+        """The identity columns, by record column name (each record takes those it has)."""
+        cell, live = self.cell, self.cell.live
+        return {
+            "run_id": self.run_id, "shard_id": self.shard_id, "cell_id": cell.cell_id, "model": cell.model.row_model,
+            "family": cell.model.family, "variant": cell.model.variant, "benchmark": cell.benchmark.name,
+            "benchmark_version": cell.benchmark.version, "acceptance": cell.acceptance, "tau": cell.tau,
+            "verifier_mode": cell.verifier_mode, "device": self.device, "actor_id": self.actor_id,
+            "schema_version": SCHEMA_VERSION, "code_version": self.code_version,
+            "slot_threshold": self.thresholds[0], "token_threshold": self.thresholds[1],
+            "cell_fingerprint": cell.fingerprint, "cell_settings": settings_json(cell.settings()),
+            "live_policy": live.live_policy if live is not None else None,
+            "live_chars_per_s": live.chars_per_s[0] if live is not None else None,
+        }
+
+
+class Rows(NamedTuple):
+    pair: PairRecord
+    steps: list[StepRecord]
+
+
+def _record(record_type: type, columns: dict[str, Any], values: dict[str, Any], *, nulls: bool = False) -> Any:
+    """A record from the identity columns it has plus ``values``; with ``nulls`` every other column is
+    null (error and excluded rows), else a column neither gives is an error (unless it has a default)."""
+    names = {f.name for f in dataclasses.fields(record_type)}
+    unknown = set(values) - names
+    assert not unknown, f"{record_type.__name__} has no columns {sorted(unknown)}"
+    row = {k: v for k, v in columns.items() if k in names} | values
+    if nulls:
+        row = dict.fromkeys(names) | row
+    return record_type(**row)
+
+
+def outcome_rows(outcome: PairOutcome, ctx: RowContext, base_score: Score | None = None,
+                 stream_score: Score | None = None) -> Rows:
+    """The pair row and one step row per segment arrival. Scores (``streamgen.benchmarks.Score``) are
+    None until scored. An empty answer on either side marks the row excluded (``empty_answer:<side>``,
+    paper §4) but keeps its numbers."""
+    if outcome.request is None:
+        raise ValueError("outcome_rows needs PairOutcome.request (run_pair fills it)")
+    req, base, final = outcome.request, outcome.base, outcome.final
+    scores = (base_score, stream_score)
+    pair = _record(PairRecord, ctx.columns(), {
+        "example_id": req.example_id, "n_segments": len(req.segments),
+        "excluded_reason": empty_answer_reason(base.text, final.answer.text), "error_type": None,
+        "error_traceback": None, "base_forwards": base.forwards, "residual_forwards": outcome.residual_forwards,
+        "speculative_forwards": outcome.speculative_forwards, "base_wall_s": base.wall_s,
+        "residual_wall_s": outcome.residual_wall_s, "speculative_wall_s": outcome.speculative_wall_s,
+        "base_forward_wall_s": base.meter.forward_wall_s,
+        "residual_forward_wall_s": final.answer.meter.forward_wall_s,
+        "base_tokens_fed": base.meter.tokens_fed, "residual_tokens_fed": final.answer.meter.tokens_fed,
+        "min_residual_forwards": outcome.min_residual_forwards, "draft_tokens_final": final.draft_tokens_in,
+        "accepted_tokens_final": final.accepted_tokens, "base_answer_tokens": len(base.token_ids),
+        "stream_answer_tokens": len(final.answer.token_ids), "base_answer": base.text,
+        "stream_answer": final.answer.text, "run_order": outcome.run_order,
+        "base_quality": _score(base_score, "quality"), "stream_quality": _score(stream_score, "quality"),
+        "base_score_status": _score(base_score, "status"), "stream_score_status": _score(stream_score, "status"),
+        "sandbox_backend": next((s.backend for s in scores if s is not None and s.backend), None),
+        "sandbox_view": next((s.view for s in scores if s is not None and s.view), None),
+    })
+    return Rows(pair, step_rows(outcome, ctx))
+
+
+def _score(score: Score | None, field: str) -> Any:
+    return getattr(score, field) if score is not None else None
+
+
+def draft_fingerprint(token_ids: tuple[int, ...] | list[int]) -> str:
+    """A short hash of a draft's token ids: equal drafts, equal fingerprints (16 hex characters)."""
+    return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
+
+
+def step_rows(outcome: PairOutcome, ctx: RowContext) -> list[StepRecord]:
+    """One row per stream step the run took (every prefix, or a live run's drafted prefixes)."""
+    assert outcome.request is not None
+    req, n, columns = outcome.request, len(outcome.request.segments), ctx.columns()
+    counts = prefix_counts(req.segments)
+    live = {t.step: t for t in outcome.timing or ()}  # a live run's steps: the prefixes it drafted
+    run = list(live) if live else list(range(1, n + 1))
+    return [_record(StepRecord, columns, {
+        "example_id": req.example_id, "step": i, "is_final": i == n, "prefix_chars": len(req.prefix(i)),
+        "draft_tokens_in": st.draft_tokens_in, "accepted_tokens": st.accepted_tokens,
+        "generated_tokens": st.generated_tokens, "forwards": st.answer.forwards,
+        "tokens_fed": st.answer.meter.tokens_fed, "wall_s": st.answer.wall_s,
+        "forward_wall_s": st.answer.meter.forward_wall_s, "verify_median_prob": st.extra.get("verify_median_prob"),
+        "draft_fingerprint": draft_fingerprint(st.answer.token_ids),
+        "pasted_chars": counts[i - 1].pasted_chars, "sentence_ends": counts[i - 1].sentence_ends,
+        "arrival_s": live[i].arrival_s if live else None, "start_s": live[i].start_s if live else None,
+    }) for i, st in zip(run, outcome.steps, strict=True)]
+
+
+def excluded_rows(ctx: RowContext, example_id: str, n_segments: int, reason: str) -> Rows:
+    """A row for an example excluded before running (``streamgen.benchmarks.exclusion_reason``, e.g.
+    ``single_segment``): reason set, costs null."""
+    return Rows(_record(PairRecord, ctx.columns(), {"example_id": example_id, "n_segments": n_segments,
+                                                   "excluded_reason": reason}, nulls=True), [])
+
+
+def error_rows(ctx: RowContext, example_id: str, n_segments: int, error: BaseException | str,
+               traceback: str | None = None) -> Rows:
+    """A row for an example whose run failed: its error type and traceback, costs null (never 'fast')."""
+    if isinstance(error, BaseException):
+        error_type = type(error).__name__
+        traceback = traceback or "".join(tb.format_exception(error))
+    else:
+        error_type = error
+    return Rows(_record(PairRecord, ctx.columns(), {"example_id": example_id, "n_segments": n_segments,
+                                                   "error_type": error_type, "error_traceback": traceback},
+                        nulls=True), [])
