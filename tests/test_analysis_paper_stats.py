@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from analysis.tables import build_tables
 from streamgen.config import model_config
-from streamgen.decoding.base import Greedy, Threshold
+from streamgen.decoding.acceptance import Greedy, Threshold
 from streamgen.models import load_decoder
 from streamgen.records import PairRecord, StepRecord
 from streamgen.scoring.metrics import best_token_f1

@@ -309,7 +309,7 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
     the keep-all share is 100 % and the residual sits at the family floor; lastsegment keeps none;
     prefix keeps exactly k, a part."""
     from streamgen.config import model_config
-    from streamgen.decoding.base import Greedy
+    from streamgen.decoding.acceptance import Greedy
     from streamgen.models import load_decoder
     from streamgen.scripted import SCRIPTS
     from streamgen.stream import RecordContext, StreamRequest, build_records, run_pair
