@@ -67,7 +67,10 @@ class Score:
 class Benchmark(Protocol):
     """What the grid needs from a benchmark."""
 
-    cfg: BenchmarkConfig
+    @property
+    def cfg(self) -> BenchmarkConfig:
+        """The benchmark's YAML as loaded (read-only: the benchmarks are frozen dataclasses)."""
+        ...
 
     def examples(self, data_dir: Path | None = None, limit: int | None = None) -> list[Example]:
         """The first ``limit`` examples (all when None), in the data's order, rendered."""
