@@ -6,6 +6,8 @@ Checked by parsing every module's imports (also the ones inside functions), with
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import pytest
@@ -109,7 +111,7 @@ def import_graph(root: Path = ROOT, package: str = "streamgen") -> dict[str, set
     return {m: {n for n in runtime_imports(p, root) if n in files and n != m} for m, p in files.items()}
 
 
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+def find_cycle(graph: Mapping[str, Collection[str]]) -> list[str] | None:
     """One import cycle as [a, b, ..., a], or None when the graph is acyclic (depth-first search)."""
     state: dict[str, int] = {}  # 1 on the current path, 2 finished
     path: list[str] = []
@@ -132,14 +134,20 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+@functools.cache
+def streamgen_graph() -> dict[str, frozenset[str]]:
+    """The real streamgen/ graph, parsed once per session (tests copy it before changing it)."""
+    return {m: frozenset(deps) for m, deps in import_graph().items()}
+
+
 def test_no_import_cycle_among_streamgen_modules() -> None:
-    graph = import_graph()
+    graph = {m: set(deps) for m, deps in streamgen_graph().items()}
     assert set(DECODER_MODULES) <= graph["streamgen.models"], "the registry imports every family explicitly"
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
 def test_no_decoder_module_imports_the_registry() -> None:
-    graph = import_graph()
+    graph = streamgen_graph()
     bad = [m for m in graph if m.startswith("streamgen.decoding.") and "streamgen.models" in graph[m]]
     assert not bad, f"{bad} import streamgen.models; import the leaf streamgen.weights instead"
 
@@ -147,7 +155,7 @@ def test_no_decoder_module_imports_the_registry() -> None:
 def test_the_cycle_check_catches_the_old_lazy_registry_import() -> None:
     """Before issue 12, bidirectional.py did ``from streamgen import models`` inside its loader while
     models.py reached the decoders: put that import back and the graph has a cycle through the registry."""
-    graph = import_graph()
+    graph = {m: set(deps) for m, deps in streamgen_graph().items()}
     old = ast.parse("def load_model_and_tokenizer(cfg, device):\n    from streamgen import models\n")
     graph["streamgen.decoding.bidirectional"] |= _imports_of(old, "streamgen.decoding.bidirectional", False) & set(graph)
     cycle = find_cycle(graph)
