@@ -34,3 +34,12 @@ def load_decoder(cfg: ModelConfig, *, device: str = "cpu", max_new_tokens: int =
     family = model_family(cfg.family)
     loaded = family.load(cfg, device)
     return family.build_decoder(cfg, loaded.model, loaded.tokenizer, device, max_new_tokens)
+
+
+def __getattr__(name: str) -> object:
+    """A weight-loading name that used to live here fails with the module it lives in now (issue 12)."""
+    from streamgen import weights
+
+    if hasattr(weights, name) and not name.startswith("__"):
+        raise ImportError(f"{name} moved out of streamgen.models: import it from streamgen.weights")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
