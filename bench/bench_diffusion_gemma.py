@@ -24,7 +24,7 @@ import torch
 from bench_refusion import REQUESTS, per_token  # bench/ is on sys.path when run as a script
 
 from streamgen.config import model_config
-from streamgen.decoding.base import Threshold
+from streamgen.decoding.acceptance import Threshold
 from streamgen.decoding.bidirectional import probe_unrelated
 from streamgen.models import load_decoder
 

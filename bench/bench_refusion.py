@@ -23,13 +23,14 @@ import time
 import torch
 
 from streamgen.config import model_config
+from streamgen.decoding.acceptance import Threshold
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
-from streamgen.decoding.base import Threshold
 from streamgen.decoding.bidir_models import copying_bidir_model
 from streamgen.decoding.bidirectional import BidirectionalDecoder, BidirSettings, probe_unrelated
 from streamgen.decoding.refusion import ReFusionDecoder, ReFusionSettings
-from streamgen.models import load_decoder, tiny_model
+from streamgen.models import load_decoder
 from streamgen.tokenizers import tiny_tokenizer
+from streamgen.weights import tiny_model
 
 REQUESTS = [
     "Write a Python function that returns the sum of a list of integers.",

@@ -28,8 +28,8 @@ import torch  # noqa: E402
 from bench_verify import time_verify_vs_decode  # noqa: E402  (bench/ is on the path: run as a script)
 
 from streamgen.config import load, model_config  # noqa: E402
+from streamgen.decoding.acceptance import Greedy  # noqa: E402
 from streamgen.decoding.autoregressive import AutoregressiveDecoder  # noqa: E402
-from streamgen.decoding.base import Greedy  # noqa: E402
 from streamgen.models import load_decoder  # noqa: E402
 from streamgen.segment import segment  # noqa: E402
 from streamgen.stream import StreamRequest, run_pair  # noqa: E402

@@ -24,11 +24,14 @@ from typing import TYPE_CHECKING, Any
 from jobs.shards import Shard
 from streamgen.cells import Cell
 from streamgen.config import ModelConfig
-from streamgen.decoding.base import Decoder, make_rule
+from streamgen.decoding.acceptance import make_rule
+from streamgen.decoding.base import Decoder
 
 if TYPE_CHECKING:  # the driver imports this module without torch/transformers; actors import them
+    from streamgen.decoding.family import ModelFamily
     from streamgen.rows import RowContext
     from streamgen.stream import PairOutcome, StreamRequest
+    from streamgen.weights import LoadedModel
 
 log = logging.getLogger(__name__)
 
@@ -177,8 +180,7 @@ class ModelActor:
                 cfg = dataclasses.replace(cfg, decoding={**cfg.decoding, "verifier_mode": verifier_mode})
             decoder = self._family.build_decoder(cfg, self._loaded.model, self._loaded.tokenizer,
                                                  self.device, int(max_new_tokens))
-            for_benchmark = getattr(decoder, "for_benchmark", None)
-            self._decoders[key] = for_benchmark(benchmark) if for_benchmark else decoder
+            self._decoders[key] = decoder.for_benchmark(benchmark)
         return self._decoders[key]
 
     def run_shard(self, task: ShardTask) -> DecodedShard:
@@ -218,16 +220,13 @@ class ModelActor:
         return os.getpid()
 
 
-def _load_weights(cfg: ModelConfig, device: str) -> tuple[Any, Any]:
-    """(family module, loaded model+tokenizer): the weights are loaded once per actor and shared by
-    every decoder built over them (as ``streamgen.models.load_decoder`` does for one decoder)."""
-    import importlib
+def _load_weights(cfg: ModelConfig, device: str) -> tuple[ModelFamily, LoadedModel]:
+    """(family, loaded model+tokenizer): the weights are loaded once per actor and shared by every
+    decoder built over them (as ``streamgen.models.load_decoder`` does for one decoder)."""
+    from streamgen.models import model_family
 
-    from streamgen import models
-
-    family = importlib.import_module(models.FAMILY_MODULES[cfg.family])
-    loader = getattr(family, "load_model_and_tokenizer", models.load_model_and_tokenizer)
-    return family, loader(cfg, device)
+    family = model_family(cfg.family)
+    return family, family.load(cfg, device)
 
 
 def effective_thresholds(decoder: Decoder) -> tuple[float | None, float | None]:

@@ -13,7 +13,6 @@ must not touch CUDA before its actors start); the check is that their weights ar
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -84,16 +83,14 @@ class GridPlan:
 
 
 def model_problems(cfg: ModelConfig) -> list[str]:
-    """Whether ``cfg``'s family module imports and its weights are where it says (nothing is loaded)."""
-    from streamgen import models
+    """Whether ``cfg``'s weights are where it says (nothing is loaded; ``validate_model`` checks the family
+    against ``streamgen.config.FAMILIES``, the names ``streamgen.models.FAMILIES`` lists)."""
+    from streamgen import weights
 
     p: list[str] = []
-    module = models.FAMILY_MODULES.get(cfg.family)
-    if module is not None and importlib.util.find_spec(module) is None:
-        p.append(f"model {cfg.name}: family {cfg.family} needs {module}, which is not installed")
     try:
         if cfg.source == "smollm2":
-            models.smollm2_gguf_path()
+            weights.smollm2_gguf_path()
         elif cfg.source == "gguf":
             path = Path(cfg.path) / cfg.gguf_file if cfg.gguf_file else Path(cfg.path)
             if not path.is_file():

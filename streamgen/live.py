@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from streamgen.config import LIVE_POLICIES, ConfigError, TypingConfig
-from streamgen.decoding.base import AcceptanceRule, Decoder, StepResult
+from streamgen.decoding.acceptance import AcceptanceRule
+from streamgen.decoding.base import Decoder, StepResult
 from streamgen.policies import Policy
 from streamgen.timeline import TypingModel, arrival_times
 

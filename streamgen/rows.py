@@ -15,8 +15,9 @@ import traceback as tb
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from streamgen.benchmarks import Score, empty_answer_reason
+from streamgen.benchmarks import Score
 from streamgen.cells import Cell, settings_json
+from streamgen.exclusions import empty_answer_reason
 from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord
 from streamgen.stream import PairOutcome
 from streamgen.timeline import prefix_counts

@@ -14,8 +14,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from streamgen.chat import Message
 from streamgen.config import ConfigError
-from streamgen.decoding.base import AcceptanceRule, Decoder, Generation, Message, StepResult
+from streamgen.decoding.acceptance import AcceptanceRule
+from streamgen.decoding.base import Decoder, Generation, StepResult
 from streamgen.live import LiveSettings, StepTiming, run_stream_live
 
 log = logging.getLogger(__name__)
@@ -99,7 +101,7 @@ def check_request(decoder: Decoder, request: StreamRequest) -> None:
     if not request.segments or not request.text.strip():
         raise RequestError([f"example {request.example_id!r}: the request is empty; give a non-empty "
                             "request (at least one sentence)"], "empty request")
-    max_context = getattr(decoder, "max_context", None)
+    max_context = decoder.max_context
     if max_context:
         n = decoder.count_request_tokens(request.messages())
         if n + decoder.max_new_tokens > max_context:
@@ -148,4 +150,4 @@ def run_pair(decoder: Decoder, request: StreamRequest, rule: AcceptanceRule, *, 
     log.debug("example %s: base %d forwards, residual %d", request.example_id, base.forwards,
               steps[-1].answer.forwards)
     return PairOutcome(base, steps, "base_first" if base_first else "stream_first", request,
-                       getattr(decoder, "min_residual_forwards", None), timing)
+                       decoder.min_residual_forwards, timing)

@@ -27,11 +27,11 @@ from streamgen.adapt.sources import TrainingRequest, load_requests
 from streamgen.adapt.teacher import teacher_answers
 from streamgen.adapt.train import encode_pairs, lora_model, train
 from streamgen.config import ConfigError, default_data_dir, model_config
+from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
-from streamgen.decoding.base import Greedy
-from streamgen.models import load_model_and_tokenizer
 from streamgen.segment import SentenceSegmenter, segment
 from streamgen.stream import StreamRequest, run_stream
+from streamgen.weights import load_model_and_tokenizer
 
 MAX_NEW = 8
 REQUESTS = (

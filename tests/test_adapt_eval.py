@@ -23,7 +23,7 @@ from streamgen.adapt.config import LoraSettings
 from streamgen.adapt.merge import adapted_config, merged_model, save_model_folder, write_model_yaml
 from streamgen.adapt.train import lora_model
 from streamgen.config import REPO_ROOT, ConfigError, grid_config, model_config, validate_grid
-from streamgen.models import load_model_and_tokenizer
+from streamgen.weights import load_model_and_tokenizer
 
 VARIANT = "x-7"
 

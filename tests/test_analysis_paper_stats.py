@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from analysis.tables import build_tables
 from streamgen.benchmarks import Score
 from streamgen.config import model_config
-from streamgen.decoding.base import Greedy, Threshold
+from streamgen.decoding.acceptance import Greedy, Threshold
 from streamgen.models import load_decoder
 from streamgen.records import PairRecord, StepRecord
 from streamgen.rows import draft_fingerprint, outcome_rows

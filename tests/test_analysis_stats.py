@@ -310,7 +310,7 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
     prefix keeps exactly k, a part."""
     from streamgen.benchmarks import Score
     from streamgen.config import model_config
-    from streamgen.decoding.base import Greedy
+    from streamgen.decoding.acceptance import Greedy
     from streamgen.models import load_decoder
     from streamgen.rows import outcome_rows
     from streamgen.scripted import SCRIPTS

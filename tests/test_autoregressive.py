@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamgen.config import ConfigError
+from streamgen.decoding.acceptance import Greedy, Threshold, accepted_length
 from streamgen.decoding.autoregressive import (
     AutoregressiveDecoder,
     CacheRollbackError,
@@ -20,9 +21,8 @@ from streamgen.decoding.autoregressive import (
     rollback,
     verification_from_logits,
 )
-from streamgen.decoding.base import Greedy, Threshold, accepted_length
-from streamgen.models import tiny_model
 from streamgen.tokenizers import tiny_tokenizer
+from streamgen.weights import tiny_model
 
 ARCHS = ("llama", "qwen3", "gemma3")
 HYP = settings(derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

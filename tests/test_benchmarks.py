@@ -64,6 +64,14 @@ def test_limit_takes_the_first_examples_in_order(data_dir: Path) -> None:
     assert [e.example_id for e in bench.examples(data_dir, limit=3)] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]
 
 
+def test_every_benchmark_yaml_names_a_listed_builder() -> None:
+    from streamgen.benchmarks import BUILDERS
+
+    modules = {benchmark_config(name).module for name in available("benchmarks")}
+    assert modules == set(BUILDERS), "list each streamgen/benchmarks module with a build(cfg) in BUILDERS"
+    assert all(BUILDERS[m].__module__ == f"streamgen.benchmarks.{m}" for m in BUILDERS)
+
+
 def test_unknown_module_and_bad_template_and_missing_data_say_how_to_fix(data_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a module"):
         load_benchmark(dataclasses.replace(benchmark_config("humaneval"), module="nope"))

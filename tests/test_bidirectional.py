@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from streamgen.config import ConfigError, model_config
-from streamgen.decoding.base import Decoder, Greedy, Threshold
+from streamgen.decoding.acceptance import Greedy, Threshold
+from streamgen.decoding.base import Decoder
 from streamgen.decoding.bidirectional import (
     BidirectionalDecoder,
     BidirSettings,
@@ -18,8 +19,9 @@ from streamgen.decoding.bidirectional import (
     probe_unrelated,
 )
 from streamgen.decoding.refusion import ReFusionDecoder, ReFusionSettings
-from streamgen.models import load_decoder, tiny_model
+from streamgen.models import load_decoder
 from streamgen.tokenizers import tiny_tokenizer
+from streamgen.weights import tiny_model
 
 A = [{"role": "user", "content": "Write a function that adds two numbers."}]
 B = [{"role": "user", "content": "Can you explain how a hash table works? Make it short."}]

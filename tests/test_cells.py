@@ -11,7 +11,7 @@ from jobs.plan import plan_grid
 from jobs.shards import Cell
 from streamgen.cells import cell_fingerprint, effective_system_prompt
 from streamgen.config import benchmark_config, grid_config, model_config
-from streamgen.decoding.base import Greedy
+from streamgen.decoding.acceptance import Greedy
 from streamgen.models import load_decoder
 from streamgen.stream import run_pair
 

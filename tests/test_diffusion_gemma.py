@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from streamgen.config import ConfigError, model_config
-from streamgen.decoding.base import Decoder, Greedy, Threshold
+from streamgen.decoding.acceptance import Greedy, Threshold
+from streamgen.decoding.base import Decoder
 from streamgen.decoding.bidirectional import probe_unrelated
 from streamgen.decoding.canvas import block_rows
 from streamgen.decoding.diffusion_gemma import DiffusionGemmaDecoder, dg_settings_from

@@ -6,6 +6,8 @@ Checked by parsing every module's imports (also the ones inside functions), with
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import pytest
@@ -27,20 +29,7 @@ ANALYSIS_MAY_USE = ("streamgen.records", "streamgen.config", "streamgen.timeline
 def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
     """Absolute module names a file imports (relative imports resolved against its package)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                mod = ".".join([*base, node.module] if node.module else base)
-            else:
-                mod = node.module or ""
-            names.add(mod)
-            names.update(f"{mod}.{alias.name}" for alias in node.names)
-    return names
+    return _imports_of(tree, module_name(path, root), path.name == "__init__.py")
 
 
 def modules(package: str) -> list[Path]:
@@ -72,3 +61,116 @@ def test_the_checker_sees_imports_inside_functions(tmp_path: Path) -> None:
 def test_every_package_has_modules() -> None:
     for package in ("streamgen", "jobs", "workflows"):
         assert modules(package), package
+
+
+# --------------------------------------------------------------------------------------------
+# No import cycle among streamgen/ modules, including imports inside functions and through the
+# family registry (streamgen.models imports every decoder module by name, so a decoder importing it back
+# closes a cycle). Imports under ``if TYPE_CHECKING:`` never run and are left out.
+# --------------------------------------------------------------------------------------------
+
+DECODER_MODULES = ("streamgen.decoding.autoregressive", "streamgen.decoding.refusion",
+                   "streamgen.decoding.bidirectional", "streamgen.decoding.diffusion_gemma")
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def runtime_imports(path: Path, root: Path = ROOT) -> set[str]:
+    """Like :func:`imported_modules`, without the ``if TYPE_CHECKING:`` blocks (they never run)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = [ast.Pass()]
+    return _imports_of(tree, module_name(path, root), path.name == "__init__.py")
+
+
+def _imports_of(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """Absolute names imported anywhere in ``tree`` (also inside functions), for ``module``."""
+    package = module if is_package else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join([*base, node.module] if node.module else base)
+            else:
+                mod = node.module or ""
+            names.add(mod)
+            names.update(f"{mod}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_graph(root: Path = ROOT, package: str = "streamgen") -> dict[str, set[str]]:
+    """module → the modules of ``package`` it imports (``from a import b`` counts b when b is a module)."""
+    files = {module_name(p, root): p for p in sorted((root / package).rglob("*.py"))}
+    return {m: {n for n in runtime_imports(p, root) if n in files and n != m} for m, p in files.items()}
+
+
+def find_cycle(graph: Mapping[str, Collection[str]]) -> list[str] | None:
+    """One import cycle as [a, b, ..., a], or None when the graph is acyclic (depth-first search)."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 finished
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+@functools.cache
+def streamgen_graph() -> dict[str, frozenset[str]]:
+    """The real streamgen/ graph, parsed once per session (tests copy it before changing it)."""
+    return {m: frozenset(deps) for m, deps in import_graph().items()}
+
+
+def test_no_import_cycle_among_streamgen_modules() -> None:
+    graph = {m: set(deps) for m, deps in streamgen_graph().items()}
+    assert set(DECODER_MODULES) <= graph["streamgen.models"], "the registry imports every family explicitly"
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+def test_no_decoder_module_imports_the_registry() -> None:
+    graph = streamgen_graph()
+    bad = [m for m in graph if m.startswith("streamgen.decoding.") and "streamgen.models" in graph[m]]
+    assert not bad, f"{bad} import streamgen.models; import the leaf streamgen.weights instead"
+
+
+def test_the_cycle_check_catches_the_old_lazy_registry_import() -> None:
+    """Before issue 12, bidirectional.py did ``from streamgen import models`` inside its loader while
+    models.py reached the decoders: put that import back and the graph has a cycle through the registry."""
+    graph = {m: set(deps) for m, deps in streamgen_graph().items()}
+    old = ast.parse("def load_model_and_tokenizer(cfg, device):\n    from streamgen import models\n")
+    graph["streamgen.decoding.bidirectional"] |= _imports_of(old, "streamgen.decoding.bidirectional", False) & set(graph)
+    cycle = find_cycle(graph)
+    assert cycle is not None and "streamgen.models" in cycle and "streamgen.decoding.bidirectional" in cycle
+
+
+def test_type_checking_imports_are_not_edges(tmp_path: Path) -> None:
+    probe = tmp_path / "streamgen" / "a.py"
+    probe.parent.mkdir()
+    probe.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from streamgen import b\n"
+                     "def f():\n    from streamgen import c\n")
+    (tmp_path / "streamgen" / "b.py").write_text("from streamgen import a\n")
+    (tmp_path / "streamgen" / "c.py").write_text("")
+    graph = import_graph(tmp_path)
+    assert graph["streamgen.a"] == {"streamgen.c"} and graph["streamgen.b"] == {"streamgen.a"}
+    assert find_cycle(graph) is None
+    (tmp_path / "streamgen" / "c.py").write_text("import streamgen.a\n")
+    assert find_cycle(import_graph(tmp_path)) == ["streamgen.a", "streamgen.c", "streamgen.a"]

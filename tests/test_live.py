@@ -13,7 +13,8 @@ import pytest
 
 from streamgen.config import TypingConfig, model_config
 from streamgen.costmodel import LinearCost
-from streamgen.decoding.base import ForwardMeter, Greedy
+from streamgen.decoding.acceptance import Greedy
+from streamgen.decoding.meter import ForwardMeter
 from streamgen.live import LiveSettings, run_stream_live
 from streamgen.models import load_decoder
 from streamgen.policies import Policy, StepFacts, evaluate

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import typing
 
 import pytest
 import torch
 
-from streamgen import models
-from streamgen.config import ConfigError, ModelConfig, model_config
+from streamgen import models, weights
+from streamgen.config import FAMILIES, ConfigError, ModelConfig, model_config
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
+from streamgen.decoding.base import Decoder, Family
 from streamgen.tokenizers import tiny_tokenizer
 
 ARCHS = ("llama", "qwen3", "gemma3")
@@ -31,7 +33,7 @@ def test_tiny_model_is_seeded_and_leaves_global_rng_alone(arch: str) -> None:
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    m1, m2, m3 = models.tiny_model(arch, seed=5), models.tiny_model(arch, seed=5), models.tiny_model(arch, seed=6)
+    m1, m2, m3 = weights.tiny_model(arch, seed=5), weights.tiny_model(arch, seed=5), weights.tiny_model(arch, seed=6)
     assert torch.equal(torch.rand(3), expected)
     w1, w2, w3 = (m.get_input_embeddings().weight for m in (m1, m2, m3))
     assert torch.equal(w1, w2) and not torch.equal(w1, w3)
@@ -40,12 +42,12 @@ def test_tiny_model_is_seeded_and_leaves_global_rng_alone(arch: str) -> None:
 
 
 def test_tiny_gemma3_has_a_sliding_window_layer() -> None:
-    cfg = models.tiny_model("gemma3").config
+    cfg = weights.tiny_model("gemma3").config
     assert "sliding_attention" in cfg.layer_types and cfg.sliding_window < 64
 
 
 def test_tiny_model_overrides_apply() -> None:
-    m = models.tiny_model("llama", hidden_size=32, head_dim=8)
+    m = weights.tiny_model("llama", hidden_size=32, head_dim=8)
     assert m.config.hidden_size == 32
 
 
@@ -57,6 +59,27 @@ def test_load_decoder_dispatches_tiny_configs(name: str) -> None:
     assert 1 <= len(gen.token_ids) <= 4 and gen.forwards == len(gen.token_ids)
 
 
+def test_registry_lists_every_config_family_under_its_own_name() -> None:
+    assert tuple(models.FAMILIES) == FAMILIES == typing.get_args(Family)
+    assert all(plugin.name == name for name, plugin in models.FAMILIES.items())
+
+
+@pytest.mark.parametrize(("name", "model_class"), [
+    ("tiny-llama", "LlamaForCausalLM"), ("tiny-refusion", "Qwen3ForCausalLM"), ("tiny-llada", "BidirLM"),
+    ("tiny-diffusiongemma", "DiffusionGemmaForBlockDiffusion")])
+def test_each_family_loads_its_own_weights_and_builds_its_decoder(name: str, model_class: str) -> None:
+    """load_decoder = the family plug-in's own loader (the model class says which ran) + its builder; a
+    benchmark's view of the decoder shares its meter."""
+    cfg = model_config(name)
+    family = models.model_family(cfg.family)
+    loaded = family.load(cfg, "cpu")
+    assert type(loaded.model).__name__ == model_class
+    dec = models.load_decoder(cfg, max_new_tokens=8)
+    assert dec.family == cfg.family == family.name and isinstance(dec, Decoder)
+    assert type(dec) is type(family.build_decoder(cfg, loaded.model, loaded.tokenizer, "cpu", 8))
+    assert dec.for_benchmark("humaneval").meter is dec.meter  # type: ignore[attr-defined]
+
+
 def test_unknown_model_name_lists_known_ones() -> None:
     with pytest.raises(ConfigError, match="known are .*smollm2.*tiny-llama"):
         model_config("no-such-model")
@@ -66,30 +89,30 @@ def test_unknown_family_and_bad_source_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="family"):
         models.load_decoder(ModelConfig(name="x", family="nope", source="tiny", tiny_arch="llama"))
     with pytest.raises(ConfigError, match="source=hub needs path"):
-        models.load_model_and_tokenizer(ModelConfig(name="x", source="hub"))
+        weights.load_model_and_tokenizer(ModelConfig(name="x", source="hub"))
     with pytest.raises(ConfigError, match="tiny models are built for"):
-        models.tiny_model("mamba")
+        weights.tiny_model("mamba")
 
 
 def test_missing_local_and_gguf_paths_name_the_fix(tmp_path) -> None:
-    with pytest.raises(models.ModelLoadError, match="does not exist; fix path="):
-        models.load_model_and_tokenizer(ModelConfig(name="x", source="local", path=str(tmp_path / "nope")))
-    with pytest.raises(models.ModelLoadError, match="GGUF file .* does not exist"):
-        models.load_model_and_tokenizer(ModelConfig(name="x", source="gguf", path=str(tmp_path / "a.gguf")))
+    with pytest.raises(weights.ModelLoadError, match="does not exist; fix path="):
+        weights.load_model_and_tokenizer(ModelConfig(name="x", source="local", path=str(tmp_path / "nope")))
+    with pytest.raises(weights.ModelLoadError, match="GGUF file .* does not exist"):
+        weights.load_model_and_tokenizer(ModelConfig(name="x", source="gguf", path=str(tmp_path / "a.gguf")))
 
 
 def test_uncached_hub_id_fails_offline_without_downloading(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     cfg = ModelConfig(name="x", source="hub", path="streamgen-test/definitely-not-cached")
-    with pytest.raises(models.ModelLoadError, match="huggingface-cli download"):
-        models.load_model_and_tokenizer(cfg)
+    with pytest.raises(weights.ModelLoadError, match="huggingface-cli download"):
+        weights.load_model_and_tokenizer(cfg)
     assert not any(p.suffix in (".safetensors", ".bin") for p in tmp_path.rglob("*"))
 
 
 def test_smollm2_gguf_is_found_in_the_installed_package() -> None:
-    path = models.smollm2_gguf_path()
-    assert path.name == models.SMOLLM2_GGUF and path.stat().st_size > 50_000_000
+    path = weights.smollm2_gguf_path()
+    assert path.name == weights.SMOLLM2_GGUF and path.stat().st_size > 50_000_000
 
 
 def test_gguf_conversion_is_atomic(monkeypatch, tmp_path) -> None:
@@ -102,13 +125,13 @@ def test_gguf_conversion_is_atomic(monkeypatch, tmp_path) -> None:
         (out / "config.json").write_text("{}")
         raise RuntimeError("killed")
 
-    monkeypatch.setattr(models, "_convert_gguf", dies_half_way)
+    monkeypatch.setattr(weights, "_convert_gguf", dies_half_way)
     with pytest.raises(RuntimeError, match="killed"):
-        models.converted_gguf_folder(gguf)
+        weights.converted_gguf_folder(gguf)
     assert list((tmp_path / "gguf").iterdir()) == []
 
-    monkeypatch.setattr(models, "_convert_gguf", lambda src, out: (out / "config.json").write_text("{}"))
-    target = models.converted_gguf_folder(gguf)
+    monkeypatch.setattr(weights, "_convert_gguf", lambda src, out: (out / "config.json").write_text("{}"))
+    target = weights.converted_gguf_folder(gguf)
     assert (target / "config.json").is_file() and target.parent == tmp_path / "gguf"
     assert [p.name for p in (tmp_path / "gguf").iterdir()] == [target.name]
 
@@ -118,4 +141,13 @@ def test_smollm2_loads_from_the_package_and_answers() -> None:
     dec = models.load_decoder(model_config("smollm2"), max_new_tokens=24)
     gen = dec.generate([{"role": "user", "content": "What is the capital of France? Answer in one word."}])
     assert "Paris" in gen.text
-    assert os.path.isdir(models.converted_gguf_folder(models.smollm2_gguf_path()))
+    assert os.path.isdir(weights.converted_gguf_folder(weights.smollm2_gguf_path()))
+
+
+def test_a_moved_name_says_where_it_lives_now() -> None:
+    with pytest.raises(ImportError, match="import it from streamgen.weights"):
+        from streamgen.models import tiny_model  # noqa: F401
+    with pytest.raises(ImportError, match="import it from streamgen.decoding.acceptance"):
+        from streamgen.decoding.base import Greedy  # noqa: F401
+    with pytest.raises(AttributeError):
+        models.no_such_name  # noqa: B018

@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from streamgen.config import ConfigError, model_config
-from streamgen.decoding.base import Decoder, Greedy, Threshold
+from streamgen.decoding.acceptance import Greedy, Threshold
+from streamgen.decoding.base import Decoder
 from streamgen.decoding.refusion import ReFusionDecoder, ReFusionSettings, settings_from
 from streamgen.decoding.slots import KV, SlotState
-from streamgen.models import load_decoder, tiny_model
+from streamgen.models import load_decoder
 from streamgen.tokenizers import tiny_tokenizer
+from streamgen.weights import tiny_model
 
 MASK = 511
 G = 32  # generation length: 2 blocks of 16, slots of 4

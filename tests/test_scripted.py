@@ -12,7 +12,7 @@ from contextlib import ExitStack
 import pytest
 
 from streamgen.config import ConfigError, model_config
-from streamgen.decoding.base import Greedy, Threshold
+from streamgen.decoding.acceptance import Greedy, Threshold
 from streamgen.models import load_decoder
 from streamgen.scripted import SCRIPTS, pool_tokens
 from streamgen.stream import StreamRequest, run_pair

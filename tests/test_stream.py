@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from streamgen.benchmarks import Score
 from streamgen.config import ConfigError, model_config
+from streamgen.decoding.acceptance import Greedy, Threshold
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
-from streamgen.decoding.base import Greedy, Threshold
 from streamgen.models import load_decoder
 from streamgen.records import PAIRS_SCHEMA, STEPS_SCHEMA, PairRecord, StepRecord, to_table
 from streamgen.rows import error_rows, excluded_rows, outcome_rows

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from streamgen.config import model_config
-from streamgen.decoding.base import Greedy
+from streamgen.decoding.acceptance import Greedy
 from streamgen.models import load_decoder
 from streamgen.stream import StreamRequest
 

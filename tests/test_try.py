@@ -1,8 +1,7 @@
-"""`python -m streamgen.try`: the report of one request, and one clear error (exit 2) for bad input."""
+"""`python -m streamgen.try_request`: the report of one request, and one clear error (exit 2) for bad input."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import subprocess
@@ -10,7 +9,8 @@ import sys
 
 import pytest
 
-try_cli = importlib.import_module("streamgen.try")  # 'try' is a keyword: import by name
+from streamgen import try_request as try_cli
+
 REQUEST = "Write a Python function that adds two numbers. It should handle floats too. Return the sum."
 
 
@@ -61,7 +61,7 @@ def test_bad_input_is_one_clear_error_with_exit_2(capsys, argv, message) -> None
 @pytest.mark.slow
 def test_module_entry_point_runs_as_a_subprocess() -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    ok = subprocess.run([sys.executable, "-m", "streamgen.try", "One. Two.", "model=tiny-llama", "max_new_tokens=3"],
+    ok = subprocess.run([sys.executable, "-m", "streamgen.try_request", "One. Two.", "model=tiny-llama", "max_new_tokens=3"],
                         capture_output=True, text=True, timeout=300, env=env)
     assert ok.returncode == 0, ok.stderr
     assert "segments (2):" in ok.stdout and "speedup:" in ok.stdout

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from streamgen.adapt.config import PairSettings
 from streamgen.adapt.sources import TrainingRequest
 from streamgen.adapt.teacher import TeacherAnswer
+from streamgen.chat import Message
 from streamgen.config import ConfigError
-from streamgen.decoding.base import Message
 from streamgen.segment import Segmenter
 
 

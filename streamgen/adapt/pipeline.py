@@ -30,8 +30,8 @@ from streamgen.adapt.sources import load_requests
 from streamgen.adapt.teacher import cache_key, teacher_answers
 from streamgen.adapt.train import EncodedSet, TrainProgress, encode_pairs, lora_model, train
 from streamgen.cells import effective_system_prompt
+from streamgen.chat import Message
 from streamgen.config import ModelConfig, model_config
-from streamgen.decoding.base import Message
 from streamgen.records import from_table, to_table, write_parquet_atomic
 from streamgen.segment import SentenceSegmenter
 from streamgen.version import code_version
@@ -122,7 +122,7 @@ def train_adapter(cfg: AdaptConfig, on_step: Callable[[TrainProgress], None] | N
     """Train (or resume) the LoRA adapter; returns the checkpoint folder of the last step."""
     import torch
 
-    from streamgen.models import load_model_and_tokenizer
+    from streamgen.weights import load_model_and_tokenizer
 
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
@@ -152,7 +152,7 @@ def train_adapter(cfg: AdaptConfig, on_step: Callable[[TrainProgress], None] | N
 def merge_adapter(cfg: AdaptConfig) -> Path:
     """Fold the last checkpoint into the base weights; write ``model/`` and the model YAML."""
     from streamgen.adapt import checkpoint
-    from streamgen.models import load_model_and_tokenizer
+    from streamgen.weights import load_model_and_tokenizer
 
     final = checkpoint.latest(cfg.out_dir / "checkpoints")
     if final is None or final.step != cfg.train.steps:

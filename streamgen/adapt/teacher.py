@@ -23,7 +23,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from streamgen.adapt.sources import TrainingRequest
-from streamgen.decoding.base import Decoder, Greedy
+from streamgen.decoding.acceptance import Greedy
+from streamgen.decoding.base import Decoder
 from streamgen.records import to_table, write_parquet_atomic
 from streamgen.segment import Segmenter
 from streamgen.stream import StreamRequest, run_stream

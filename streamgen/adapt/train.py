@@ -21,7 +21,7 @@ from typing import Any
 from streamgen.adapt import checkpoint
 from streamgen.adapt.config import LoraSettings, TrainSettings
 from streamgen.adapt.pairs import TrainingPair
-from streamgen.decoding.base import Message
+from streamgen.chat import Message
 
 log = logging.getLogger(__name__)
 

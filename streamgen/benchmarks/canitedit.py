@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamgen.benchmarks import BenchmarkDataError, Example
+from streamgen.benchmarks.base import BenchmarkDataError, Example
 from streamgen.benchmarks.code_benchmark import CodeBenchmark
 from streamgen.benchmarks.sources import render
 from streamgen.config import BenchmarkConfig

@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from streamgen.benchmarks import BenchmarkDataError, Example
+from streamgen.benchmarks.base import BenchmarkDataError, Example
 from streamgen.benchmarks.sources import read_local, render
 from streamgen.benchmarks.text_benchmark import TextBenchmark
+from streamgen.chat import Message
 from streamgen.config import BenchmarkConfig
-from streamgen.decoding.base import Message
 
 
 def _turn(role: str, content: str) -> Message:

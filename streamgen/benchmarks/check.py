@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from streamgen.benchmarks import Benchmark, Example, Score
+from streamgen.benchmarks.base import Benchmark, Example, Score
 from streamgen.config import ConfigError
 
 logger = logging.getLogger(__name__)

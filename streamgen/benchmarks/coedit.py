@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from streamgen.benchmarks import Example
+from streamgen.benchmarks.base import Example
 from streamgen.benchmarks.sources import render
 from streamgen.benchmarks.text_benchmark import TextBenchmark
 from streamgen.config import BenchmarkConfig

@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamgen.benchmarks import BenchmarkDataError
+from streamgen.benchmarks.base import BenchmarkDataError
 from streamgen.config import BenchmarkConfig
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streamgen.benchmarks import Score
+from streamgen.benchmarks.base import Score
 from streamgen.config import REPO_ROOT, BenchmarkConfig, ConfigError
 from streamgen.scoring.metrics import pass_at_1
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from streamgen.benchmarks import BenchmarkDataError, Example
+from streamgen.benchmarks.base import BenchmarkDataError, Example
 from streamgen.benchmarks.code_benchmark import CodeBenchmark
 from streamgen.benchmarks.sources import render
 from streamgen.config import BenchmarkConfig

@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from streamgen.benchmarks import BenchmarkDataError
+from streamgen.benchmarks.base import BenchmarkDataError
 from streamgen.benchmarks.data_manifest import verified_bytes
 from streamgen.config import BenchmarkConfig, default_data_dir
 

@@ -9,7 +9,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from streamgen.benchmarks import Benchmark, Example, exclusion_reason
+from streamgen.benchmarks.base import Benchmark, Example
+from streamgen.exclusions import exclusion_reason
 
 
 @dataclass(frozen=True)

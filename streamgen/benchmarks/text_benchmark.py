@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from streamgen.benchmarks import Example, Score
+from streamgen.benchmarks.base import Example, Score
 from streamgen.benchmarks.sources import read_rows
 from streamgen.config import BenchmarkConfig
 from streamgen.scoring.extract import extract_text

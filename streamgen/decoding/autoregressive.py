@@ -19,19 +19,18 @@ from typing import Any
 
 import torch
 
+from streamgen.chat import Message
 from streamgen.config import ConfigError, ModelConfig
-from streamgen.decoding.base import (
+from streamgen.decoding.acceptance import (
     AcceptanceRule,
-    ForwardMeter,
-    Generation,
-    Message,
-    StepResult,
     Verification,
     accepted_length,
     cut_draft,
-    device_synchronizer,
     draft_is_complete,
 )
+from streamgen.decoding.base import Family, Generation, StepResult
+from streamgen.decoding.family import FamilyPlugin
+from streamgen.decoding.meter import ForwardMeter, device_synchronizer
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +111,7 @@ class KVState:
 class AutoregressiveDecoder:
     """Greedy KV-cached decoding for a transformers causal LM, behind the :class:`Decoder` protocol."""
 
-    family = "autoregressive"
+    family: Family = "autoregressive"
     min_residual_forwards = 1
 
     def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 256, device: str = "cpu",
@@ -202,6 +201,11 @@ class AutoregressiveDecoder:
     def open_stream(self) -> AutoregressiveSession:
         return AutoregressiveSession(self)
 
+    def for_benchmark(self, benchmark: str) -> AutoregressiveDecoder:
+        """No per-benchmark settings: the decoder itself."""
+        del benchmark
+        return self
+
 
 def verification_from_logits(logits: torch.Tensor, draft: Sequence[int]) -> Verification:
     """Per draft position j: the argmax and the draft token's probability, from logits row j.
@@ -273,7 +277,11 @@ def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
 
 def build_decoder(cfg: ModelConfig, model: Any, tokenizer: Any, device: str,
                   max_new_tokens: int) -> AutoregressiveDecoder:
-    """Family entry point used by :func:`streamgen.models.load_decoder`."""
+    """An autoregressive decoder over loaded weights, with ``cfg``'s context, chat template and system prompt."""
     return AutoregressiveDecoder(model, tokenizer, max_new_tokens=max_new_tokens, device=device,
                                  max_context=cfg.max_context, chat_template_kwargs=cfg.chat_template_kwargs,
                                  system_prompt=cfg.system_prompt)
+
+
+FAMILY = FamilyPlugin("autoregressive", build_decoder)
+"""Autoregressive: any causal LM the shared loader reads; greedy decoding, one-forward verify."""

@@ -29,19 +29,21 @@ from typing import Any
 
 import torch
 
+from streamgen.chat import Message
 from streamgen.config import ConfigError, ModelConfig
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
-from streamgen.decoding.base import (
+from streamgen.decoding import autoregressive
+from streamgen.decoding.acceptance import (
     AcceptanceRule,
-    Generation,
-    Message,
-    StepResult,
     Verification,
     accepted_length,
-    cut_draft,
     draft_is_complete,
 )
+from streamgen.decoding.autoregressive import AutoregressiveDecoder
+from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.bidir_models import BIDIR_ARCHS, BidirLM
+from streamgen.decoding.family import FamilyPlugin
+from streamgen.decoding.over_text import OverText
+from streamgen.weights import LoadedModel, load_model_and_tokenizer, torch_dtype
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +127,10 @@ class ProbeResult:
     median_prob: float
 
 
-class BidirectionalDecoder:
+class BidirectionalDecoder(OverText):
     """LLaDA / Dream style decoding behind the Decoder protocol; every denoising step is one forward."""
 
-    family = "bidirectional"
+    family: Family = "bidirectional"
     min_residual_forwards = 2  # verify + one denoising step, always (docs/diffusion.md)
 
     def __init__(self, model: Any, tokenizer: Any, settings: BidirSettings, *, max_new_tokens: int = 256,
@@ -212,23 +214,6 @@ class BidirectionalDecoder:
         tokens = [int(t) for t in buf.answer[:end] if t is not None]
         assert len(tokens) == end, "decoding left a masked position before the answer's end"
         return Generation(tuple(tokens), self.text.decode_text(tokens), eos is not None, span.wall_s, span.meter)
-
-    # -- Decoder protocol ----------------------------------------------------------------------
-
-    @property
-    def max_context(self) -> int | None:
-        return self.text.max_context
-
-    def count_request_tokens(self, messages: Sequence[Message]) -> int:
-        return self.text.count_request_tokens(messages)
-
-    def decode_text(self, token_ids: Sequence[int]) -> str:
-        return self.text.decode_text(token_ids)
-
-    def content(self, draft: Sequence[int]) -> list[int]:
-        """The draft positions the verify pass scores: cut after its first EOS (kept: the EOS is a draft
-        position too) and to the buffer."""
-        return cut_draft(draft, self.eos_ids, self.gen_length)
 
     def _buffer(self, messages: Sequence[Message]) -> Buffer:
         prompt = self.text.render(messages)
@@ -318,7 +303,7 @@ def _mask_id(model: Any, tokenizer: Any, configured: int | None) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# Family entry points (streamgen.models.load_decoder calls these)
+# The family: its weight loader and decoder (streamgen.models lists FAMILY)
 # --------------------------------------------------------------------------------------------
 
 
@@ -327,11 +312,10 @@ def _checkpoint_arch(cfg: ModelConfig) -> str:
     return str(arch)
 
 
-def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> Any:
+def load_weights(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
     """Tiny llada/dream → in-project :class:`BidirLM`; a tiny llama/qwen3/gemma3 → a full-mask stand-in;
     a hub id or folder → the checkpoint mapped into :class:`BidirLM` (hub code only with
     ``trust_remote_code: true``)."""
-    from streamgen import models
     from streamgen.decoding.bidir_models import (
         load_bidir_checkpoint,
         load_checkpoint_tokenizer,
@@ -341,45 +325,45 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> Any:
     from streamgen.tokenizers import tiny_tokenizer
 
     if cfg.source == "scripted":
-        return models.load_model_and_tokenizer(cfg, device)
+        return load_model_and_tokenizer(cfg, device)
     arch = _checkpoint_arch(cfg)
-    dtype = models.torch_dtype(cfg.dtype)
+    dtype = torch_dtype(cfg.dtype)
     if cfg.source == "tiny" and arch in BIDIR_ARCHS:
         tok = tiny_tokenizer()
         mask = dict(cfg.decoding).get("mask_token_id") or len(tok) - 1
         model = tiny_bidir_model(arch, cfg.seed, len(tok), mask_token_id=int(mask),  # type: ignore[arg-type]
                                  eos_token_id=tok.eos_token_id)
-        return models.LoadedModel(model.to(device=device, dtype=dtype).eval(), tok)
+        return LoadedModel(model.to(device=device, dtype=dtype).eval(), tok)
     if cfg.source == "tiny" or cfg.trust_remote_code:
         if cfg.trust_remote_code:
             log.warning("model %s: trust_remote_code is on: running the hub's modeling code", cfg.name)
             return _load_remote(cfg, device, dtype)
-        return models.load_model_and_tokenizer(cfg, device)
+        return load_model_and_tokenizer(cfg, device)
     if cfg.source not in ("hub", "local"):
         raise ConfigError([f"model {cfg.name}: bidirectional checkpoints load from source hub or local, not {cfg.source}"])
     if arch not in BIDIR_ARCHS:
         raise ConfigError([f"model {cfg.name}: decoding.style={arch!r} must be llada or dream"])
     folder = resolve_checkpoint_folder(cfg.path, cfg.revision, cfg.source)
     model = load_bidir_checkpoint(arch, folder, dtype=dtype, device=device)  # type: ignore[arg-type]
-    return models.LoadedModel(model, load_checkpoint_tokenizer(folder))
+    return LoadedModel(model, load_checkpoint_tokenizer(folder))
 
 
-def _load_remote(cfg: ModelConfig, device: str, dtype: Any) -> Any:
+def _load_remote(cfg: ModelConfig, device: str, dtype: Any) -> LoadedModel:
     from transformers import AutoModel, AutoTokenizer
-
-    from streamgen import models
 
     tok = AutoTokenizer.from_pretrained(cfg.path, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     model = AutoModel.from_pretrained(cfg.path, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code,
                                       dtype=dtype)
-    return models.LoadedModel(model.to(device).eval(), tok)
+    return LoadedModel(model.to(device).eval(), tok)
 
 
 def build_decoder(cfg: ModelConfig, model: Any, tokenizer: Any, device: str,
                   max_new_tokens: int) -> BidirectionalDecoder:
-    """Family entry point used by :func:`streamgen.models.load_decoder`."""
-    text = AutoregressiveDecoder(model, tokenizer, max_new_tokens=max_new_tokens, device=device,
-                                 max_context=cfg.max_context, chat_template_kwargs=cfg.chat_template_kwargs,
-                                 system_prompt=cfg.system_prompt)
+    """A bidirectional decoder over loaded weights; an autoregressive one renders and meters for it."""
+    text = autoregressive.build_decoder(cfg, model, tokenizer, device, max_new_tokens)
     return BidirectionalDecoder(model, tokenizer, bidir_settings_from(dict(cfg.decoding)),
                                 max_new_tokens=max_new_tokens, device=device, text=text)
+
+
+FAMILY = FamilyPlugin("bidirectional", build_decoder, load_weights)
+"""LLaDA / Dream: in-project checkpoints (:func:`load_weights`), masked diffusion verified in one pass."""

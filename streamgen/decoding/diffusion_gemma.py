@@ -27,18 +27,19 @@ from typing import Any, NamedTuple
 
 import torch
 
+from streamgen.chat import Message
 from streamgen.config import ConfigError, ModelConfig
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
-from streamgen.decoding.base import (
+from streamgen.decoding.acceptance import (
     AcceptanceRule,
-    Generation,
-    Message,
-    StepResult,
     Verification,
     accepted_length,
-    cut_draft,
     draft_is_complete,
 )
+from streamgen.decoding.autoregressive import AutoregressiveDecoder
+from streamgen.decoding.base import Family, Generation, StepResult
+from streamgen.decoding.family import FamilyPlugin
+from streamgen.decoding.over_text import OverText
+from streamgen.weights import LoadedModel, ModelLoadError, load_model_and_tokenizer, torch_dtype
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +106,10 @@ class Scored(NamedTuple):
     cache: Any
 
 
-class DiffusionGemmaDecoder:
+class DiffusionGemmaDecoder(OverText):
     """DiffusionGemma behind the Decoder protocol; every encoder and every decoder call is one forward."""
 
-    family = "diffusion_gemma"
+    family: Family = "diffusion_gemma"
 
     def __init__(self, model: Any, tokenizer: Any, settings: DGSettings, *, max_new_tokens: int = 256,
                  device: str = "cpu", text: AutoregressiveDecoder | None = None) -> None:
@@ -222,23 +223,6 @@ class DiffusionGemmaDecoder:
 
         return seeded_rng(self.settings.seed, self.device)
 
-    # -- Decoder protocol ----------------------------------------------------------------------
-
-    @property
-    def max_context(self) -> int | None:
-        return self.text.max_context
-
-    def count_request_tokens(self, messages: Sequence[Message]) -> int:
-        return self.text.count_request_tokens(messages)
-
-    def decode_text(self, token_ids: Sequence[int]) -> str:
-        return self.text.decode_text(token_ids)
-
-    def content(self, draft: Sequence[int]) -> list[int]:
-        """The draft positions the verify pass scores: cut after its first EOS (kept: the EOS is a draft
-        position too) and to the budget."""
-        return cut_draft(draft, self.eos_ids, self.gen_length)
-
     def _prompt(self, messages: Sequence[Message]) -> list[int]:
         prompt = self.text.render(messages)
         self.text.check_fits(len(prompt))
@@ -324,24 +308,23 @@ class DiffusionGemmaSession:
 
 
 # --------------------------------------------------------------------------------------------
-# Family entry points (streamgen.models.load_decoder calls these)
+# The family: its weight loader and decoder (streamgen.models lists FAMILY)
 # --------------------------------------------------------------------------------------------
 
 
-def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> Any:
+def load_weights(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
     """Tiny → a seeded random ``DiffusionGemmaForBlockDiffusion`` with the offline tokenizer; scripted →
     ``streamgen.scripted``; hub id or folder → ``DiffusionGemmaForBlockDiffusion.from_pretrained``
     (native transformers, no hub code)."""
-    from streamgen import models
     from streamgen.tokenizers import tiny_tokenizer
 
     if cfg.source == "scripted":  # streamgen.scripted: answers by design
-        return models.load_model_and_tokenizer(cfg, device)
-    dtype = models.torch_dtype(cfg.dtype)
+        return load_model_and_tokenizer(cfg, device)
+    dtype = torch_dtype(cfg.dtype)
     if cfg.source == "tiny":
         tok = tiny_tokenizer()
         model = tiny_diffusion_gemma(cfg.seed, len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-        return models.LoadedModel(model.to(device=device, dtype=dtype).eval(), tok)
+        return LoadedModel(model.to(device=device, dtype=dtype).eval(), tok)
     if cfg.source not in ("hub", "local"):
         raise ConfigError([f"model {cfg.name}: diffusion_gemma loads from source hub, local or tiny, not {cfg.source}"])
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
@@ -350,15 +333,15 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> Any:
         tok = AutoTokenizer.from_pretrained(cfg.path, revision=cfg.revision)
         model = DiffusionGemmaForBlockDiffusion.from_pretrained(cfg.path, dtype=dtype, revision=cfg.revision or "main")
     except OSError as exc:
-        raise models.ModelLoadError([f"model {cfg.name}: cannot read {cfg.path} ({str(exc).splitlines()[0]}); "
+        raise ModelLoadError([f"model {cfg.name}: cannot read {cfg.path} ({str(exc).splitlines()[0]}); "
                                      "download it once where the network is reachable (huggingface-cli download "
                                      "ID) and point HF_HOME at that cache"], "model not found") from exc
-    return models.LoadedModel(model.to(device).eval(), tok)  # type: ignore[arg-type]  # transformers stub quirk
+    return LoadedModel(model.to(device).eval(), tok)  # type: ignore[arg-type]  # transformers stub quirk
 
 
 def build_decoder(cfg: ModelConfig, model: Any, tokenizer: Any, device: str,
                   max_new_tokens: int) -> DiffusionGemmaDecoder:
-    """Family entry point used by :func:`streamgen.models.load_decoder`."""
+    """A DiffusionGemma decoder over loaded weights; an autoregressive one renders and meters for it."""
     settings = dg_settings_from(dict(cfg.decoding))
     tc = model.config.get_text_config(decoder=True)
     text = AutoregressiveDecoder(model, tokenizer, max_new_tokens=max_new_tokens, device=device,
@@ -406,3 +389,7 @@ def tiny_diffusion_gemma(seed: int, vocab_size: int, **overrides: Any) -> Any:
         torch.manual_seed(seed)
         model = DiffusionGemmaForBlockDiffusion(cfg)
     return model.eval()
+
+
+FAMILY = FamilyPlugin("diffusion_gemma", build_decoder, load_weights)
+"""DiffusionGemma: transformers' block diffusion (:func:`load_weights`), encoder + decoder calls metered."""

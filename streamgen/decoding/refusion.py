@@ -33,18 +33,19 @@ from typing import Any
 
 import torch
 
+from streamgen.chat import Message
 from streamgen.config import ConfigError, ModelConfig
-from streamgen.decoding.autoregressive import AutoregressiveDecoder, common_prefix_length
-from streamgen.decoding.base import (
+from streamgen.decoding import autoregressive
+from streamgen.decoding.acceptance import (
     AcceptanceRule,
-    Generation,
-    Message,
-    StepResult,
     Verification,
     accepted_length,
-    cut_draft,
     draft_is_complete,
 )
+from streamgen.decoding.autoregressive import AutoregressiveDecoder, common_prefix_length
+from streamgen.decoding.base import Family, Generation, StepResult
+from streamgen.decoding.family import FamilyPlugin
+from streamgen.decoding.over_text import OverText
 from streamgen.decoding.slots import KV, SlotEngine, SlotState
 
 log = logging.getLogger(__name__)
@@ -108,10 +109,10 @@ def causal_verification(logits: torch.Tensor, prompt_len: int, draft: Sequence[i
                         tuple(float(p) for p in probs.gather(-1, idx[:, None])[:, 0]))
 
 
-class ReFusionDecoder:
+class ReFusionDecoder(OverText):
     """Slot-based diffusion decoding with an autoregressive verifier, behind the Decoder protocol."""
 
-    family = "refusion"
+    family: Family = "refusion"
     min_residual_forwards = 3  # verify + one plan/verify round, always (docs/diffusion.md)
 
     def __init__(self, model: Any, tokenizer: Any, settings: ReFusionSettings, *, max_new_tokens: int = 256,
@@ -134,21 +135,6 @@ class ReFusionDecoder:
             return self
         return ReFusionDecoder(self.model, self.tokenizer, replace(self.settings, **extra),
                                max_new_tokens=self.max_new_tokens, device=str(self.engine.device), text=self.text)
-
-    @property
-    def max_context(self) -> int | None:
-        return self.text.max_context
-
-    def count_request_tokens(self, messages: Sequence[Message]) -> int:
-        return self.text.count_request_tokens(messages)
-
-    def decode_text(self, token_ids: Sequence[int]) -> str:
-        return self.text.decode_text(token_ids)
-
-    def content(self, draft: Sequence[int]) -> list[int]:
-        """The draft positions the verify pass scores: cut after its first EOS (kept: the EOS is a draft
-        position too) and to the generation length."""
-        return cut_draft(draft, self.eos_ids, self.gen_length)
 
     def _generation(self, state: SlotState, span: Any) -> Generation:
         tokens = state.tokens(self.gen_length)
@@ -233,9 +219,12 @@ def resolve_mask_id(tokenizer: Any, configured: int | None) -> int:
 
 
 def build_decoder(cfg: ModelConfig, model: Any, tokenizer: Any, device: str, max_new_tokens: int) -> ReFusionDecoder:
-    """Family entry point used by :func:`streamgen.models.load_decoder` (ReFusion loads as a Qwen3)."""
-    text = AutoregressiveDecoder(model, tokenizer, max_new_tokens=max_new_tokens, device=device,
-                                 max_context=cfg.max_context, chat_template_kwargs=cfg.chat_template_kwargs,
-                                 system_prompt=cfg.system_prompt)
+    """A ReFusion decoder over loaded weights (ReFusion loads as a Qwen3); an autoregressive one renders and
+    meters for it."""
+    text = autoregressive.build_decoder(cfg, model, tokenizer, device, max_new_tokens)
     return ReFusionDecoder(model, tokenizer, settings_from(dict(cfg.decoding)), max_new_tokens=max_new_tokens,
                            device=device, text=text)
+
+
+FAMILY = FamilyPlugin("refusion", build_decoder)
+"""ReFusion: weights load as a Qwen3 (the shared loader); slot diffusion with a causal verifier."""

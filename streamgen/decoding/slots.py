@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import torch
 
-from streamgen.decoding.base import ForwardMeter
+from streamgen.decoding.meter import ForwardMeter
 
 
 class SlotSettings(Protocol):

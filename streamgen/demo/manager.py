@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import Callable
 
-from streamgen.decoding.base import make_rule
+from streamgen.decoding.acceptance import make_rule
 from streamgen.demo.session import DemoInputError, DemoSession, Limits
 from streamgen.demo.settings import DemoConfig
 from streamgen.demo.worker import ModelWorker

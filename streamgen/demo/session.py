@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
-from streamgen.decoding.base import AcceptanceRule, Decoder, Generation, StepResult
+from streamgen.decoding.acceptance import AcceptanceRule
+from streamgen.decoding.base import Decoder, Generation, StepResult
 from streamgen.demo.schedule import next_prefix
 from streamgen.demo.worker import ModelWorker
 from streamgen.policies import Policy

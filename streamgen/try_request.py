@@ -1,8 +1,8 @@
 """Try streaming generation on one request by hand.
 
-    python -m streamgen.try "Write a function that adds two numbers. It should handle floats."
-    python -m streamgen.try "REQUEST" model=tiny-llama max_new_tokens=32
-    python -m streamgen.try "REQUEST" acceptance=threshold tau=0.9 device=cuda
+    python -m streamgen.try_request "Write a function that adds two numbers. It should handle floats."
+    python -m streamgen.try_request "REQUEST" model=tiny-llama max_new_tokens=32
+    python -m streamgen.try_request "REQUEST" acceptance=threshold tau=0.9 device=cuda
 
 Prints the segments, each stream step (draft in, accepted, generated, forwards, tokens fed, wall
 clock, the new draft truncated), then base vs residual cost and the speedups. The first argument is
@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from streamgen.config import ACCEPTANCE_RULES, ConfigError, check_tau, load, model_config, raise_if_problems
-from streamgen.decoding.base import make_rule
+from streamgen.decoding.acceptance import make_rule
 from streamgen.models import load_decoder
 from streamgen.segment import segment
 from streamgen.stream import PairOutcome, StreamRequest, run_pair
 
-USAGE = 'usage: python -m streamgen.try "REQUEST" [model=smollm2] [acceptance=greedy|threshold tau=0.9] ' \
+USAGE = 'usage: python -m streamgen.try_request "REQUEST" [model=smollm2] [acceptance=greedy|threshold tau=0.9] ' \
         "[max_new_tokens=128] [device=cpu]"
 
 

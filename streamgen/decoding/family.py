@@ -1,0 +1,46 @@
+"""What a model family plugs in: how to load its weights and how to wrap them in its decoder.
+
+Each decoder module declares one :class:`FamilyPlugin` named ``FAMILY``; :mod:`streamgen.models` lists
+them explicitly (no names looked up at run time). Loading comes from :mod:`streamgen.weights`, a leaf
+the decoder modules may import, so no decoder module imports the registry (tests/test_import_direction.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from streamgen.config import ModelConfig
+from streamgen.decoding.base import Decoder, Family
+from streamgen.weights import LoadedModel, load_model_and_tokenizer
+
+Loader = Callable[[ModelConfig, str], LoadedModel]
+"""``(cfg, device) → LoadedModel``: the weights and tokenizer a model config names."""
+BuildDecoder = Callable[[ModelConfig, Any, Any, str, int], Decoder]
+"""``(cfg, model, tokenizer, device, max_new_tokens) → Decoder`` over weights already loaded (cheap)."""
+
+
+class ModelFamily(Protocol):
+    """A model family as the registry, the Ray actors and ``load_decoder`` use it."""
+
+    @property
+    def name(self) -> Family: ...
+
+    def load(self, cfg: ModelConfig, device: str) -> LoadedModel:
+        """Load the weights once (an actor shares them between every decoder it builds)."""
+        ...
+
+    def build_decoder(self, cfg: ModelConfig, model: Any, tokenizer: Any, device: str,
+                      max_new_tokens: int) -> Decoder:
+        """A decoder over loaded weights, with ``cfg``'s decoding settings."""
+        ...
+
+
+@dataclass(frozen=True)
+class FamilyPlugin:
+    """A :class:`ModelFamily` made of two functions; ``load`` defaults to the shared weight loader."""
+
+    name: Family
+    build_decoder: BuildDecoder
+    load: Loader = load_model_and_tokenizer

