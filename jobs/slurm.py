@@ -195,7 +195,7 @@ def make_executor(cluster: ClusterConfig, grid_name: str, gpu_type_as: str = "co
 def absolute_paths(grid: GridConfig) -> GridConfig:
     """Results and data directories as absolute paths: the job may start in another directory."""
     return dataclasses.replace(grid, results_dir=str(Path(grid.results_dir).resolve()),
-                               data_dir=str(resolve_data_dir(grid).resolve()))
+                               data_dir=str(resolve_data_dir(grid.data_dir).resolve()))
 
 
 def submit(grid: GridConfig, cluster: ClusterConfig | None = None,
