@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, not another install
 
 from jobs import regression  # noqa: E402
-from jobs.slurm import run  # noqa: E402
+from jobs.grid_job import run  # noqa: E402
 from streamgen.config import REPO_ROOT, ConfigError, GridConfig, grid_config, to_yaml  # noqa: E402
 from streamgen.version import code_version  # noqa: E402
 
