@@ -39,7 +39,8 @@ def _rows() -> list[dict]:
 def _write(rows: list[dict], root: Path) -> Path:
     """The rows as a fresh results directory under ``root`` (one cell id per model/benchmark/setting)."""
     out = root / f"run{sum(1 for _ in root.glob('run*'))}"
-    pairs = [pair_record(**r, cell_id=f"{r['model']}|{r['benchmark']}|{r['acceptance']}|{r['tau']}") for r in rows]
+    pairs = [pair_record(**r, cell_id=f"{r['model']}|{r['benchmark']}|{r['acceptance']}|{r['tau']}|{r.get('variant')}")
+             for r in rows]
     return write_record_set(out, RecordSet(pairs, []), with_steps=False)
 
 
@@ -105,6 +106,9 @@ def test_changed_example_set_and_duplicates_are_reported(tmp_path: Path) -> None
     assert any(m.now.startswith("missing") for m in cmp.moves)
     with pytest.raises(regression.BaselineError, match="appears twice"):
         _summary(_rows() + [_row("HumanEval/0")], tmp_path)
+    # another fingerprint (a variant) under the same cell name: two runs' settings mixed, not merged
+    with pytest.raises(regression.BaselineError, match="two fingerprints"):
+        _summary(_rows() + [{**_row("HumanEval/7"), "variant": "lora"}], tmp_path)
 
 
 def test_a_run_that_produced_nothing_fails_naming_every_cell(tmp_path: Path) -> None:
