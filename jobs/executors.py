@@ -116,7 +116,7 @@ def submit(cluster: ClusterConfig, job_name: str, fn: Callable[[], Any], problem
     found, gpu_type_as = check_resources(cluster)
     raise_if_problems(found, f"cluster {cluster.name!r} cannot run this job; nothing was submitted")
     job = make_executor(cluster, job_name, gpu_type_as).submit(fn)
-    log.info("submitted %s as job %s (executor %s, %d node(s)); logs in %s", job_name, job.job_id,
+    log.info("submitted job %s, streamgen-%s (executor %s, %d node(s)); logs in %s", job.job_id, job_name,
              cluster.executor, cluster.nodes, job.paths.folder)
     return job
 
