@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs import slurm  # noqa: E402
+from jobs import executors, grid_job  # noqa: E402
 from jobs.driver import run_grid  # noqa: E402
 from streamgen.config import cluster_config, grid_config  # noqa: E402
 
@@ -55,8 +55,8 @@ def measure(executor: str, root: Path) -> dict[str, float | None]:
             run_grid(grid, progress=False)
         else:
             cluster = dataclasses.replace(cluster_config(executor), log_dir=str(root / executor / "logs"))
-            job = slurm.submit(grid, cluster)
-            slurm.follow(job, poll_s=0.5)
+            job = grid_job.submit(grid, cluster)
+            executors.follow(job, poll_s=0.5)
             marks["queue_wait_s"] = _slurm_queue_wait(job.job_id) if executor == "slurm" else None
     finally:
         marks["done_s"] = time.perf_counter() - t0

@@ -1,7 +1,7 @@
 """The adaptation's model stages (pairs, train, merge) as one submitit job on one GPU.
 
-Same executors as the grid (``configs/cluster/<name>.yaml``: slurm / local / debug) and the same checks
-before anything is queued (``jobs.slurm``). :class:`AdaptJob` is ``Checkpointable``: on preemption or
+Same executors as the grid (``configs/cluster/<name>.yaml``: slurm / local / debug), the same dispatch
+and checks before anything is queued (:mod:`jobs.executors`). :class:`AdaptJob` is ``Checkpointable``: on preemption or
 time-out submitit calls :meth:`AdaptJob.checkpoint`, which requeues the same job; the rerun resumes
 from the teacher cache and the newest training checkpoint (``streamgen.adapt.checkpoint``), so at
 most ``save_every`` steps are repeated.
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import submitit
 
-from jobs.slurm import check_resources, follow, make_executor, validate_cluster
+from jobs import executors
 from streamgen.adapt.config import AdaptConfig
-from streamgen.config import ClusterConfig, cluster_config, raise_if_problems
+from streamgen.config import ClusterConfig, cluster_config
 
 log = logging.getLogger(__name__)
 
@@ -63,15 +63,12 @@ def submit(cfg: AdaptConfig, stages: tuple[str, ...], cluster: ClusterConfig | N
     from streamgen.adapt.pipeline import absolute
 
     cluster = one_gpu(cluster or cluster_config(cfg.cluster))
-    raise_if_problems(validate_cluster(cluster), "cannot submit the adaptation")
-    problems, gpu_type_as = check_resources(cluster)
-    raise_if_problems(problems, f"cluster {cluster.name!r} cannot run this job; nothing was submitted")
-    job = make_executor(cluster, f"adapt-{cfg.name}", gpu_type_as).submit(AdaptJob(absolute(cfg), stages))
-    log.info("submitted adaptation job %s; logs in %s", job.job_id, Path(job.paths.folder))
-    return job
+    return executors.submit(cluster, f"adapt-{cfg.name}", AdaptJob(absolute(cfg), stages))
 
 
-def launch(cfg: AdaptConfig, stages: tuple[str, ...], cluster: ClusterConfig | None = None) -> dict[str, str]:
-    """Submit the stages and wait, relaying the job's log; returns the stages' output paths."""
-    result: dict[str, str] = follow(submit(cfg, stages, cluster))
-    return result
+def run(cfg: AdaptConfig, stages: tuple[str, ...], here: Callable[[], dict[str, str]],
+        cluster: ClusterConfig | None = None) -> dict[str, str]:
+    """The stages where the recipe's cluster says: ``here()`` for ``executor: local``, else one job,
+    waited for with its log relayed; returns the stages' output paths."""
+    cluster = cluster or cluster_config(cfg.cluster)
+    return executors.run(cluster, here=here, job=lambda: submit(cfg, stages, cluster))

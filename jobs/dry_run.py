@@ -121,7 +121,7 @@ def plan_dry_run(grid: GridConfig, *, results_dir: str | Path | None = None,
     ``results_dir``: where complete shards are looked for (default ``grid.results_dir``); ``fit_on``:
     where the cost model's rows are read (default the same directory).
     """
-    from jobs.slurm import validate_cluster
+    from jobs.executors import validate_cluster
 
     raise_if_problems(validate_cluster(cluster_config(grid.cluster)), f"cluster {grid.cluster!r}")
     plan = plan_grid(grid)

@@ -132,7 +132,7 @@ def plan_grid(grid: GridConfig) -> GridPlan:
     from streamgen.benchmarks.data_manifest import versioned
 
     problems = validate_grid(grid)
-    data_dir = resolve_data_dir(grid)
+    data_dir = resolve_data_dir(grid.data_dir)
     if unused := unused_overrides(grid):
         log.info("ignoring benchmark_overrides for %s: not in benchmarks=%s", unused, list(grid.benchmarks))
     models: dict[str, ModelConfig] = {}

@@ -1,6 +1,6 @@
 """A Ray cluster over one job allocation: the head on rank 0, one worker per other rank.
 
-Used by :mod:`jobs.slurm` inside a submitit job (Slurm, local or debug executor alike):
+Used by :mod:`jobs.grid_job` inside a submitit job (Slurm, local or debug executor alike):
 
 - rank 0 starts ``ray start --head --block`` in its own session, publishes ``host:port`` in a file
   in the job's log folder (shared file system), waits until every node has joined, runs the driver;
@@ -70,7 +70,7 @@ def allocation_from_env(folder: Path, ray_cfg: RayConfig, default_cpus: int) -> 
     env = submitit.JobEnvironment()
     if env.num_tasks != env.num_nodes:  # Ray turns 127.0.0.1 into the host's address for a joining node
         raise RayBootstrapError(f"{env.num_tasks} tasks on {env.num_nodes} node(s): run one task per node "
-                                "(jobs.slurm submits tasks_per_node=1); Ray uses every CPU/GPU of it")
+                                "(jobs.executors submits tasks_per_node=1); Ray uses every CPU/GPU of it")
     cpus = _int_env("SLURM_CPUS_PER_TASK") or _int_env("SLURM_CPUS_ON_NODE") or default_cpus
     gpus = _int_env("SLURM_GPUS_ON_NODE")
     if gpus is None:

@@ -1,139 +1,22 @@
-"""Run the grid's driver through submitit: one path for Slurm, a local subprocess, or in-process debug.
+"""What is Slurm-specific in submitting a job: the ``sbatch`` parameters and the job's setup lines.
 
-``launch(grid, cluster)`` checks everything first (the grid, the cluster config, and on Slurm what the
-partition really has: a job asking for more GPUs per node than any node owns is refused here, before
-anything is queued), then submits a :class:`RayJob`. Inside the allocation the job starts a Ray
-cluster (head on rank 0, workers on the other ranks; CPU/GPU counts from Slurm's variables, see
-:mod:`jobs.ray_bootstrap`) and runs the same ``jobs.driver.run_grid`` as a local run.
+The dispatch (local / debug / slurm), the checks before submitting and following a job are
+:mod:`jobs.executors`; what the partition offers and why a request can never run is
+:mod:`jobs.slurm_inventory`; the grid's job is :mod:`jobs.grid_job`.
 
-Preemption and time limits: ``RayJob`` is ``submitit.helpers.Checkpointable``; on SIGUSR2 submitit calls
-:meth:`RayJob.checkpoint`, which resubmits the job unchanged and requeues it. The resumed run skips
-every shard whose result file exists and validates, so nothing is lost or duplicated. A signal that
-reaches one node's task alone is relayed to rank 0 (:mod:`jobs.preemption`). Submitit treats
-a USR2 within the last 20 % of ``timeout_min`` (at least 10 min) as a time-out, counted against
-``max_requeues``; earlier ones are preemptions (always requeued).
-
-Executors (``configs/cluster/<name>.yaml``, field ``executor``):
-``slurm`` sbatch through submitit; ``local`` a submitit subprocess on this machine; ``debug`` in this
-process (submitit's DebugExecutor: breakpoints work, the original exception is re-raised).
+Preemption and time limits: jobs are ``submitit.helpers.Checkpointable`` and submitted with
+``--requeue``; on SIGUSR2 submitit calls the job's ``checkpoint``, which resubmits it unchanged.
+Submitit treats a USR2 within the last 20 % of ``timeout_min`` (at least 10 min) as a time-out,
+counted against ``max_requeues``; earlier ones are preemptions (always requeued).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 import shlex
-import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import submitit
-
-from jobs import preemption, ray_bootstrap, slurm_inventory
 from jobs.ray_env import LOOPBACK_ENV, WORKER_ENV
-from streamgen.config import (
-    EXECUTORS,
-    REPO_ROOT,
-    ClusterConfig,
-    GridConfig,
-    RayConfig,
-    cluster_config,
-    raise_if_problems,
-    resolve_data_dir,
-    validate_grid,
-)
-
-log = logging.getLogger(__name__)
-
-POLL_S = 2.0
-
-
-class RayJob(submitit.helpers.Checkpointable):
-    """A checkpointable job: start Ray over the allocation, run ``task(ray_address)`` on rank 0.
-
-    Picklable (submitit stores it for the job and again at each checkpoint). ``task`` must be
-    idempotent across requeues; ``GridTask`` is, because finished shards are skipped.
-    """
-
-    def __init__(self, task: Callable[[str], Any], ray: RayConfig, default_cpus: int, log_dir: Path) -> None:
-        self.task = task
-        self.ray = ray
-        self.default_cpus = default_cpus
-        self.log_dir = log_dir  # absolute; the job's files go to log_dir/<job id>/
-        self.attempt = 0  # incremented at each checkpoint: the log shows which run this is
-
-    def __call__(self) -> Any:
-        if not logging.getLogger().handlers:  # the job is an entry point: its log goes to stderr
-            logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-            logging.getLogger("submitit").propagate = False  # it has its own handler
-        folder = self.log_dir / str(submitit.JobEnvironment().job_id)  # = submitit's folder (%j)
-        alloc = ray_bootstrap.allocation_from_env(folder, self.ray, self.default_cpus)
-        log.info("job %s rank %d/%d attempt %d: %d CPUs, %d GPUs", alloc.job_id, alloc.rank,
-                 alloc.num_nodes, self.attempt, alloc.num_cpus, alloc.num_gpus)
-        with preemption.relay(alloc.is_head, ray_bootstrap.run_file(alloc, "preempt")), \
-                ray_bootstrap.ray_cluster(alloc, self.ray) as address:
-            return self.task(address) if alloc.is_head else None
-
-    def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
-        """Preempted or timed out: requeue this same job; the rerun resumes from the finished shards."""
-        self.attempt += 1
-        log.warning("checkpoint: requeueing (attempt %d will skip every finished shard)", self.attempt)
-        return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
-
-
-@dataclasses.dataclass(frozen=True)
-class GridTask:
-    """The driver of one grid, run against the Ray cluster the job started."""
-
-    grid: GridConfig
-
-    def __call__(self, address: str) -> Any:
-        from jobs.driver import run_grid  # lazy: the job sets Ray's env before anything imports ray
-
-        ray_cfg = dataclasses.replace(self.grid.ray, address=address)
-        return run_grid(dataclasses.replace(self.grid, ray=ray_cfg))
-
-
-# --------------------------------------------------------------------------------------------
-# Checks before submitting
-# --------------------------------------------------------------------------------------------
-
-
-def validate_cluster(cluster: ClusterConfig) -> list[str]:
-    """Problems with the cluster config itself (no cluster contacted)."""
-    p: list[str] = []
-    n = cluster.name
-    if cluster.executor not in EXECUTORS:
-        p.append(f"cluster {n}: executor={cluster.executor!r} is not one of {EXECUTORS}")
-    if cluster.nodes < 1 or cluster.gpus_per_node < 0 or cluster.cpus_per_task < 1:
-        p.append(f"cluster {n}: need nodes ≥ 1, gpus_per_node ≥ 0, cpus_per_task ≥ 1")
-    if cluster.executor in ("local", "debug") and cluster.nodes != 1:
-        p.append(f"cluster {n}: executor={cluster.executor} runs on this machine: set nodes=1")
-    if cluster.timeout_min < 1 or cluster.mem_gb < 1 or cluster.max_requeues < 0:
-        p.append(f"cluster {n}: need timeout_min ≥ 1, mem_gb ≥ 1, max_requeues ≥ 0")
-    return p
-
-
-def check_resources(cluster: ClusterConfig) -> tuple[list[str], str]:
-    """What the cluster can really give: Slurm's partition inventory, or this machine's GPUs.
-
-    Returns (problems, how to ask for the GPU type: ``constraint`` or ``gres``).
-    """
-    if cluster.executor == "slurm":
-        inv = slurm_inventory.query(cluster.partition)
-        return slurm_inventory.check(cluster, inv), inv.gpu_type_mode(cluster.gpu_type)
-    visible = slurm_inventory.local_gpu_count()
-    if cluster.gpus_per_node > visible:
-        return [f"cluster {cluster.name}: gpus_per_node={cluster.gpus_per_node} but this machine has "
-                f"{visible} GPU(s): set gpus_per_node={visible} (e.g. on the command line) or use "
-                f"cluster=slurm"], "constraint"
-    return [], "constraint"
-
-
-# --------------------------------------------------------------------------------------------
-# Executor
-# --------------------------------------------------------------------------------------------
+from streamgen.config import REPO_ROOT, ClusterConfig
 
 
 def job_setup_lines(cluster: ClusterConfig) -> list[str]:
@@ -148,23 +31,13 @@ def job_setup_lines(cluster: ClusterConfig) -> list[str]:
     return lines
 
 
-def executor_parameters(cluster: ClusterConfig, grid_name: str,
-                        gpu_type_as: str = "constraint") -> dict[str, Any]:
-    """submitit parameters (generic + ``slurm_*``) for ``cluster``; pure, for tests and logs.
+def slurm_parameters(cluster: ClusterConfig, gpu_type_as: str = "constraint") -> dict[str, Any]:
+    """submitit's ``slurm_*`` parameters (and how GPUs are asked for) for a ``slurm`` cluster; pure.
 
     ``gpu_type_as``: ``constraint`` (the type is a node feature: ``--constraint=a100``) or ``gres``
-    (a typed GRES: ``--gres=gpu:a100:N``), as :func:`slurm_inventory.check` found it.
+    (a typed GRES: ``--gres=gpu:a100:N``), as :func:`jobs.slurm_inventory.check` found it.
     """
-    params: dict[str, Any] = {
-        "name": f"streamgen-{grid_name}",
-        "timeout_min": cluster.timeout_min,
-        "nodes": cluster.nodes,
-        "tasks_per_node": 1,
-        "cpus_per_task": cluster.cpus_per_task,
-        "mem_gb": cluster.mem_gb,
-    }
-    if cluster.executor != "slurm":
-        return params | ({"gpus_per_node": cluster.gpus_per_node} if cluster.gpus_per_node else {})
+    params: dict[str, Any] = {}
     extra: dict[str, Any] = {"requeue": True}
     if cluster.gpus_per_node and cluster.gpu_type and gpu_type_as == "gres":
         extra["gres"] = f"gpu:{cluster.gpu_type}:{cluster.gpus_per_node}"
@@ -176,84 +49,3 @@ def executor_parameters(cluster: ClusterConfig, grid_name: str,
     params.update({k: v for k, v in optional.items() if v})
     params.update(slurm_setup=job_setup_lines(cluster), slurm_additional_parameters=extra)
     return params
-
-
-def make_executor(cluster: ClusterConfig, grid_name: str, gpu_type_as: str = "constraint") -> submitit.Executor:
-    """An ``AutoExecutor`` for the cluster's executor; logs and pickles go to ``log_dir/<job id>/``."""
-    executor = submitit.AutoExecutor(folder=Path(cluster.log_dir).resolve() / "%j", cluster=cluster.executor,
-                                     slurm_max_num_timeout=cluster.max_requeues,
-                                     local_max_num_timeout=cluster.max_requeues)
-    executor.update_parameters(**executor_parameters(cluster, grid_name, gpu_type_as))
-    return executor
-
-
-# --------------------------------------------------------------------------------------------
-# Submit and follow
-# --------------------------------------------------------------------------------------------
-
-
-def absolute_paths(grid: GridConfig) -> GridConfig:
-    """Results and data directories as absolute paths: the job may start in another directory."""
-    return dataclasses.replace(grid, results_dir=str(Path(grid.results_dir).resolve()),
-                               data_dir=str(resolve_data_dir(grid).resolve()))
-
-
-def submit(grid: GridConfig, cluster: ClusterConfig | None = None,
-           task: Callable[[str], Any] | None = None) -> submitit.Job:
-    """Validate everything, then submit one job running ``task`` (default: the grid's driver).
-
-    Raises :class:`streamgen.config.ConfigError` listing every problem before anything is queued.
-    """
-    cluster = cluster or cluster_config(grid.cluster)
-    problems = validate_cluster(cluster) + (validate_grid(grid) if task is None else [])
-    raise_if_problems(problems, "cannot submit the grid")
-    problems, gpu_type_as = check_resources(cluster)
-    raise_if_problems(problems, f"cluster {cluster.name!r} cannot run this job; nothing was submitted")
-    grid = absolute_paths(grid)
-    job = make_executor(cluster, grid.name, gpu_type_as).submit(
-        RayJob(task or GridTask(grid), grid.ray, cluster.cpus_per_task, Path(cluster.log_dir).resolve()))
-    log.info("submitted job %s (executor %s, %d node(s)); logs in %s", job.job_id, cluster.executor,
-             cluster.nodes, job.paths.folder)
-    return job
-
-
-def follow(job: submitit.Job, poll_s: float = POLL_S) -> Any:
-    """Wait for ``job``, relaying its log lines; return rank 0's result or raise the job's error."""
-    if isinstance(job, submitit.DebugJob):
-        return job.results()[0]  # runs here, now
-    offsets: dict[Path, int] = {}
-    while not job.done():
-        _relay(job, offsets)
-        time.sleep(poll_s)
-    _relay(job, offsets)
-    return job.results()[0]
-
-
-def _relay(job: submitit.Job, offsets: dict[Path, int]) -> None:
-    for path in (job.paths.stdout, job.paths.stderr):
-        if not path.exists():
-            continue
-        with open(path, "rb") as fh:
-            fh.seek(offsets.get(path, 0))
-            data = fh.read()
-        cut = data.rfind(b"\n") + 1  # relay whole lines only
-        offsets[path] = offsets.get(path, 0) + cut
-        for line in data[:cut].decode(errors="replace").splitlines():
-            log.info("[job %s] %s", job.job_id, line)
-
-
-def launch(grid: GridConfig, cluster: ClusterConfig | None = None) -> Any:
-    """Submit the grid's driver on ``cluster`` (default: ``grid.cluster``) and wait for its summary."""
-    job = submit(grid, cluster)
-    return follow(job)
-
-
-
-def run(grid: GridConfig, cluster: ClusterConfig | None = None) -> Any:
-    """Run ``grid`` where its cluster config says: in this process (``local``) or through submitit."""
-    cluster = cluster or cluster_config(grid.cluster)
-    if cluster.executor == "local":
-        from jobs.driver import run_grid
-
-        return run_grid(grid)
-    return launch(grid, cluster)

@@ -57,6 +57,12 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("STREAMGEN_DATA_DIR", REPO_ROOT / "data"))
 
 
+def resolve_data_dir(data_dir: Path | str | None) -> Path:
+    """The benchmark data directory to read: ``data_dir`` when set (a grid's ``data_dir``, a
+    ``--data-dir`` argument), else :func:`default_data_dir`. The one place this choice is made."""
+    return Path(data_dir) if data_dir else default_data_dir()
+
+
 # --------------------------------------------------------------------------------------------
 # Schemas
 # --------------------------------------------------------------------------------------------
@@ -342,14 +348,10 @@ def validate_benchmark(cfg: BenchmarkConfig, data_dir: Path | None = None) -> li
     return p
 
 
-def resolve_data_dir(grid: GridConfig) -> Path:
-    return Path(grid.data_dir) if grid.data_dir else default_data_dir()
-
-
 def validate_grid(grid: GridConfig) -> list[str]:
     """Every problem with a grid and the model/benchmark configs it names, before anything starts."""
     p: list[str] = []
-    data_dir = resolve_data_dir(grid)
+    data_dir = resolve_data_dir(grid.data_dir)
     if not data_dir.is_dir():
         p.append(f"data directory {data_dir} does not exist: set data_dir=PATH or STREAMGEN_DATA_DIR to a folder "
                  "with the benchmark data and its MANIFEST.tsv (the default is the repository's data/)")

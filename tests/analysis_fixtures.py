@@ -19,6 +19,7 @@ from streamgen.records import (
     PairRecord,
     RunRecord,
     StepRecord,
+    read_parquet_validated,
     to_table,
 )
 
@@ -224,3 +225,9 @@ def write_record_set(
 def _write(table, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
+
+
+def read_pairs(results_dir: Path) -> list[dict]:
+    """Every pairs row under ``results_dir/pairs`` as dicts, each file checked against the record."""
+    files = sorted(Path(results_dir).glob("pairs/**/*.parquet"))
+    return [row for f in files for row in read_parquet_validated(f, PairRecord).to_pylist()]

@@ -27,14 +27,18 @@ def test_bad_stage_and_leaky_source_exit_2_before_any_model_loads(tmp_path: Path
     assert not (tmp_path / "pairs.parquet").exists()
 
 
+def _not_here() -> dict[str, str]:
+    raise AssertionError("cluster=debug must submit a job, not run the stages in the caller")
+
+
 @pytest.mark.slow
 def test_model_stages_run_as_a_submitit_job(tmp_path: Path) -> None:
     """cluster=debug: the AdaptJob that Slurm would run, in this process."""
-    from jobs.adapt_job import launch
+    from jobs.adapt_job import run
 
     cfg = adapt_config("smoke", ["source.limit=2", "train.steps=2", "train.save_every=1", f"output.dir={tmp_path}",
                                  f"output.configs_dir={tmp_path / 'models'}", "cluster=debug"])
-    paths = launch(cfg, ("pairs", "train", "merge"), cluster_config("debug"))
+    paths = run(cfg, ("pairs", "train", "merge"), here=_not_here, cluster=cluster_config("debug"))
     assert Path(paths["train"]).name == "step-000002"
     adapted = load(ModelConfig, paths["merge"])
     assert (adapted.variant, adapted.base_model, Path(adapted.path)) == ("smoke-2", "tiny-llama", tmp_path / "model")

@@ -157,3 +157,20 @@ def test_options_system_prompt_is_refused_with_the_new_field_named() -> None:
 def test_named_configs_take_their_file_stem_as_name() -> None:
     assert config.cluster_config("debug").name == "debug"
     assert config.grid_config("smoke").name == "smoke"
+
+
+def test_one_data_directory_rule_for_grids_benchmarks_and_recipes(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grid, the benchmark readers and the adaptation recipe resolve their data directory alike."""
+    from streamgen.adapt.config import adapt_config
+    from streamgen.benchmarks import sources
+
+    monkeypatch.setenv("STREAMGEN_DATA_DIR", str(tmp_path / "env"))
+    assert config.resolve_data_dir(None) == config.resolve_data_dir("") == tmp_path / "env"
+    assert config.resolve_data_dir(tmp_path / "mine") == config.resolve_data_dir(str(tmp_path / "mine"))
+    assert sources.resolve_data_dir is config.resolve_data_dir  # the readers use this one function
+    recipe = adapt_config("smoke")
+    assert recipe.source.data_dir == "" and recipe.data_dir == tmp_path / "env"
+    assert adapt_config("smoke", [f"source.data_dir={tmp_path / 'mine'}"]).data_dir == tmp_path / "mine"
+    problems = config.validate_grid(replace(GridConfig(), data_dir=""))  # the grid: the same default
+    assert any(f"data directory {tmp_path / 'env'} does not exist" in p for p in problems)

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from jobs.regression import cell_key
+from analysis.regression import cell_key
 from streamgen.cells import Cell, cell_label, settings_json
 from streamgen.config import TypingConfig, benchmark_config, model_config
 from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord

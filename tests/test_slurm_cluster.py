@@ -21,8 +21,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import regression, slurm
+from jobs import executors, grid_job
 from streamgen.config import REPO_ROOT, ConfigError, GridConfig, cluster_config, grid_config
+from tests.analysis_fixtures import read_pairs
 
 
 def _controller_answers() -> bool:
@@ -66,7 +67,7 @@ def _workflow(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Com
 
 
 def _by_example(results_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    rows = regression.load_pairs(results_dir)
+    rows = read_pairs(results_dir)
     keyed = {(r["cell_id"], r["example_id"]): {f: r[f] for f in COMPARED} for r in rows}
     assert len(keyed) == len(rows), "an example appears twice"
     return keyed
@@ -80,8 +81,8 @@ def _job_ids() -> set[str]:
 
 def test_job_gets_cpus_and_gpus_from_slurm(tmp_path: Path, job_env: dict[str, str]) -> None:
     cluster = cluster_config("slurm", ["gpus_per_node=2", "cpus_per_task=2", f"log_dir={tmp_path / 'logs'}"])
-    job = slurm.submit(GridConfig(), cluster, task=_ray_resources)
-    resources = slurm.follow(job, poll_s=1.0)
+    job = grid_job.submit(GridConfig(), cluster, task=_ray_resources)
+    resources = executors.follow(job, poll_s=1.0)
     assert resources["CPU"] == 2.0 and resources["GPU"] == 2.0
     assert resources["cuda_visible"] == "0,1"  # Slurm bound both fake GPUs to the job
 
@@ -106,10 +107,10 @@ def test_more_gpus_than_the_cluster_has_is_refused_before_anything_runs(
     assert "set gpus_per_node=2 or fewer" in proc.stderr and "nothing was submitted" in proc.stderr
     assert _job_ids() == before and not (tmp_path / "r").exists()
     with pytest.raises(ConfigError, match="gpus_per_node=3"):  # the library call refuses the same way
-        slurm.submit(grid_config("smoke"), cluster_config("slurm", ["gpus_per_node=3"]))
+        grid_job.submit(grid_config("smoke"), cluster_config("slurm", ["gpus_per_node=3"]))
     for overrides, fix in ((["nodes=3"], "set nodes=2 or fewer"), (["gpus_per_node=3"], "set gpus_per_node=2")):
         with pytest.raises(ConfigError, match=fix):  # the multi-node example, asking for too much
-            slurm.submit(grid_config("smoke"), cluster_config("slurm_2nodes", overrides))
+            grid_job.submit(grid_config("smoke"), cluster_config("slurm_2nodes", overrides))
     assert _job_ids() == before
 
 
@@ -172,7 +173,7 @@ def test_smoke_grid_on_two_nodes_equals_local(two_node_smoke: dict[str, Any], lo
     assert a == b  # forward counts, lengths and both answers, example by example
     cluster = cluster_config("slurm_2nodes")
     nodes = _sinfo_nodes()
-    rows = regression.load_pairs(two_node_smoke["results"])
+    rows = read_pairs(two_node_smoke["results"])
     assert {r["actor_id"].split(":")[0] for r in rows} == set(nodes)  # shards decoded on both nodes
     (run,) = _runs(two_node_smoke["results"])  # one run record, written by the driver on rank 0's node
     assert run["host"] == nodes[0]
@@ -257,7 +258,7 @@ def test_preemption_of_either_node_requeues_the_whole_job_and_resumes(tmp_path: 
     grid = grid_config("smoke", ["models=[tiny-llama]", "benchmarks=[mbpp,coedit]", "limit=3", "shard_size=1",
                                  f"results_dir={tmp_path / 'r'}"])  # 12 one-example shards, 2 actors
     cluster = cluster_config("slurm_2nodes", [f"log_dir={tmp_path / 'logs'}"])  # timeout_min > 10: preemption
-    job = slurm.submit(grid, cluster)
+    job = grid_job.submit(grid, cluster)
     pairs = tmp_path / "r" / "pairs"
     shards = lambda: len(list(pairs.glob("**/*.parquet")))  # noqa: E731
     _wait(lambda: shards() >= 1, job, "no shard finished in attempt 0")
@@ -268,7 +269,7 @@ def test_preemption_of_either_node_requeues_the_whole_job_and_resumes(tmp_path: 
     done_at_second = shards()
     assert done_at_second < 12, "attempt 1 finished everything: nothing left to resume"
     subprocess.run(["scancel", "--signal=USR2", job.job_id], check=True, timeout=30)  # every task
-    summary = slurm.follow(job, poll_s=1.0)
+    summary = executors.follow(job, poll_s=1.0)
     head_log = job.paths.stderr.read_text()
     worker_log = (job.paths.folder / f"{job.job_id}_1_log.err").read_text()
     assert "asked rank 0 to requeue the whole job" in worker_log, worker_log[-3000:]
@@ -276,7 +277,7 @@ def test_preemption_of_either_node_requeues_the_whole_job_and_resumes(tmp_path: 
     assert head_log.count("this job is preempted") == 2 and "attempt 2" in head_log
     assert summary.shards_skipped >= done_at_second  # the last run kept everything written before
     assert summary.shards_skipped + summary.shards_done == summary.shards_total == 12
-    runs = regression.load_pairs(tmp_path / "r")
+    runs = read_pairs(tmp_path / "r")
     keys = [(r["cell_id"], r["example_id"]) for r in runs]
     assert len(keys) == len(set(keys)) == 12  # every (shard, example) exactly once
     assert len({r["run_id"] for r in runs}) == 3  # rows from all three attempts, each written once

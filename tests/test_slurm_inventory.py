@@ -9,8 +9,9 @@ import dataclasses
 
 import pytest
 
-from jobs import regression, slurm, slurm_inventory
+from jobs import executors, grid_job, slurm_inventory
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, cluster_config, grid_config
+from tests.analysis_fixtures import read_pairs
 
 SINFO = """\
 gpu01|64|gpu:a100:4(S:0-1)|a100,ib|gpu*
@@ -66,7 +67,7 @@ def test_empty_partition_is_refused() -> None:
 def test_executor_parameters_map_every_cluster_field() -> None:
     c = _cluster(partition="gpu", nodes=2, gpus_per_node=4, gpu_type="a100", account="lab", qos="high",
                  timeout_min=600, cpus_per_task=16, mem_gb=200, setup=["module load cuda"])
-    p = slurm.executor_parameters(c, "full")
+    p = executors.executor_parameters(c, "full")
     assert p["nodes"] == 2 and p["tasks_per_node"] == 1 and p["gpus_per_node"] == 4
     assert p["slurm_partition"] == "gpu" and p["slurm_constraint"] == "a100"
     assert p["slurm_account"] == "lab" and p["slurm_qos"] == "high"
@@ -74,20 +75,20 @@ def test_executor_parameters_map_every_cluster_field() -> None:
     assert p["slurm_setup"][0] == "module load cuda"
     assert any(line.startswith("cd ") for line in p["slurm_setup"])
     assert not any("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" in line for line in p["slurm_setup"])  # 2 nodes
-    gres = slurm.executor_parameters(c, "full", gpu_type_as="gres")
+    gres = executors.executor_parameters(c, "full", gpu_type_as="gres")
     assert gres["slurm_additional_parameters"]["gres"] == "gpu:a100:4" and "gpus_per_node" not in gres
     assert "slurm_constraint" not in gres
-    one = slurm.executor_parameters(_cluster(), "smoke")
+    one = executors.executor_parameters(_cluster(), "smoke")
     assert "gpus_per_node" not in one and "slurm_partition" not in one
     assert any("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0" in line for line in one["slurm_setup"])
 
 
 def test_cluster_validation_lists_every_problem() -> None:
-    problems = slurm.validate_cluster(_cluster(executor="local", nodes=2, timeout_min=0))
+    problems = executors.validate_cluster(_cluster(executor="local", nodes=2, timeout_min=0))
     assert len(problems) == 2
     assert any("nodes=1" in p for p in problems) and any("timeout_min" in p for p in problems)
     for name in ("slurm", "local", "debug"):
-        assert slurm.validate_cluster(cluster_config(name)) == []
+        assert executors.validate_cluster(cluster_config(name)) == []
 
 
 def test_submit_refuses_before_queueing(tmp_path) -> None:
@@ -95,7 +96,7 @@ def test_submit_refuses_before_queueing(tmp_path) -> None:
     have = slurm_inventory.local_gpu_count()
     c = dataclasses.replace(cluster_config("debug"), gpus_per_node=have + 1, log_dir=str(tmp_path / "logs"))
     with pytest.raises(ConfigError, match=f"gpus_per_node={have + 1} but this machine has {have} GPU"):
-        slurm.submit(GridConfig(), c, task=print)
+        grid_job.submit(GridConfig(), c, task=print)
     assert not (tmp_path / "logs").exists()
 
 
@@ -106,9 +107,9 @@ def test_debug_executor_takes_the_same_path(tmp_path, monkeypatch: pytest.Monkey
     grid = dataclasses.replace(grid_config("smoke", ["models=[tiny-llama]", "limit=1", "benchmarks=[mbpp]",
                                                   "acceptance=[greedy]"]),
                                results_dir=str(tmp_path / "r"))
-    summary = slurm.launch(grid, dataclasses.replace(cluster_config("debug"), log_dir=str(tmp_path / "logs")))
+    summary = grid_job.run(grid, dataclasses.replace(cluster_config("debug"), log_dir=str(tmp_path / "logs")))
     assert summary.shards_done == 1 and summary.shards_total == 1
-    assert len(regression.load_pairs(tmp_path / "r")) == 1
+    assert len(read_pairs(tmp_path / "r")) == 1
     assert list((tmp_path / "logs").glob("*/*_ray_head.log"))  # the job started its own Ray head
 
 
@@ -137,6 +138,6 @@ def test_multi_node_example_config_runs_on_the_test_cluster() -> None:
     assert cluster.nodes == 2 and cluster.gpus_per_node >= 1 and cluster.partition == "debug"
     assert cluster.timeout_min > 10  # a USR2 must count as a preemption, not a time-out
     assert slurm_inventory.check(cluster, slurm_inventory.parse_sinfo(TWO_NODES, None)) == []
-    p = slurm.executor_parameters(cluster, "smoke")
+    p = executors.executor_parameters(cluster, "smoke")
     assert p["nodes"] == 2 and p["tasks_per_node"] == 1 and p["gpus_per_node"] == cluster.gpus_per_node
     assert not any("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" in line for line in p["slurm_setup"])

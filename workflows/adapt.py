@@ -35,7 +35,6 @@ from streamgen.adapt.config import AdaptConfig, adapt_config, validate_adapt  # 
 from streamgen.config import (  # noqa: E402
     ConfigError,
     GridConfig,
-    cluster_config,
     grid_config,
     model_config,
     raise_if_problems,
@@ -69,10 +68,13 @@ def parse_args(argv: Sequence[str]) -> tuple[str, tuple[str, ...], list[str]]:
 
 def run_model_stages(cfg: AdaptConfig, stages: tuple[str, ...]) -> dict[str, str]:
     """pairs / train / merge here with progress bars, or as one submitit job (cluster=debug|slurm)."""
-    if cluster_config(cfg.cluster).executor != "local":
-        from jobs.adapt_job import launch
+    from jobs.adapt_job import run
 
-        return launch(cfg, stages)
+    return run(cfg, stages, here=lambda: run_here(cfg, stages))
+
+
+def run_here(cfg: AdaptConfig, stages: tuple[str, ...]) -> dict[str, str]:
+    """The model stages in this process, with progress bars."""
     from tqdm import tqdm
 
     from streamgen.adapt.pipeline import run_stages
@@ -98,7 +100,7 @@ def evaluate(cfg: AdaptConfig) -> int:
     from analysis.render import markdown
     from analysis.report import ADAPT
     from analysis.tables import build_tables
-    from jobs.slurm import run
+    from jobs.grid_job import run
 
     grid = eval_grid(cfg)
     summary = run(grid)

@@ -31,7 +31,7 @@ from pathlib import Path
 # clone's packages are imported (not another install of streamgen).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from streamgen.config import ConfigError, GridConfig, cluster_config, grid_config  # noqa: E402
+from streamgen.config import ConfigError, GridConfig, grid_config  # noqa: E402
 
 log = logging.getLogger("full_grid")
 
@@ -51,18 +51,6 @@ def parse_args(argv: Sequence[str]) -> tuple[str, list[str]]:
         else:
             overrides.append(arg)
     return name, overrides
-
-
-def run(grid: GridConfig) -> object:
-    """Run the grid where its cluster config says: in this process (local) or through submitit."""
-    cluster = cluster_config(grid.cluster)
-    if cluster.executor == "local":
-        from jobs.driver import run_grid
-
-        return run_grid(grid)
-    from jobs.slurm import launch
-
-    return launch(grid, cluster)
 
 
 def print_summary(summary: object, grid: GridConfig) -> None:
@@ -92,6 +80,8 @@ def main(argv: Sequence[str]) -> int:
 
             print(plan_dry_run(grid))
             return 0
+        from jobs.grid_job import run
+
         summary = run(grid)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

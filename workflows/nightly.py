@@ -38,8 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, not another install
 
-from jobs import regression  # noqa: E402
-from jobs.slurm import run  # noqa: E402
+from analysis import regression  # noqa: E402
+from jobs.grid_job import run  # noqa: E402
 from streamgen.config import REPO_ROOT, ConfigError, GridConfig, grid_config, to_yaml  # noqa: E402
 from streamgen.version import code_version  # noqa: E402
 
@@ -73,7 +73,7 @@ def update_baseline(grid: GridConfig, args: argparse.Namespace) -> int:
     if os.environ.get(PERTURB_ENV):
         print(f"error: {PERTURB_ENV} is set: refusing to write a baseline from a perturbed decoder", file=sys.stderr)
         return 2
-    runs = [regression.summarise(regression.load_pairs(fresh_run(grid))) for _ in range(args.runs)]
+    runs = [regression.summarise(fresh_run(grid)) for _ in range(args.runs)]
     baseline = regression.build_baseline(runs, grid_yaml=to_yaml(grid), code_version=code_version())
     path = regression.write_baseline(baseline, args.baseline)
     print(f"wrote {path}: {len(baseline['cells'])} cells, {len(baseline['examples'])} examples from "
@@ -84,7 +84,7 @@ def update_baseline(grid: GridConfig, args: argparse.Namespace) -> int:
 def check(grid: GridConfig, args: argparse.Namespace) -> int:
     baseline = regression.read_baseline(args.baseline)  # fail before running when there is none
     run_dir = args.compare or fresh_run(grid)
-    cmp = regression.compare(baseline, regression.summarise(regression.load_pairs(run_dir)))
+    cmp = regression.compare(baseline, regression.summarise(run_dir))
     report = regression.render_markdown(cmp, baseline, results_dir=str(run_dir), code_version=code_version())
     (Path(run_dir) / "nightly_report.md").write_text(report)
     if args.report:

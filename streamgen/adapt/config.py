@@ -20,8 +20,8 @@ from streamgen.config import (
     available,
     benchmark_config,
     configs_dir,
-    default_data_dir,
     model_config,
+    resolve_data_dir,
     validate_model,
 )
 
@@ -54,7 +54,7 @@ class SourceSettings:
     id_field: str = "id"
     system_prompt: str | None = None  # kind=rows: the requests' own system message
     limit: int | None = None  # requests (None: all)
-    data_dir: str = ""  # empty: streamgen.config.default_data_dir()
+    data_dir: str = ""  # empty: streamgen.config.resolve_data_dir's default
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ class AdaptConfig:
 
     @property
     def data_dir(self) -> Path:
-        return Path(self.source.data_dir) if self.source.data_dir else default_data_dir()
+        return resolve_data_dir(self.source.data_dir)
 
 
 def adapt_config(name: str, overrides: Sequence[str] = ()) -> AdaptConfig:

@@ -23,9 +23,8 @@ from pathlib import Path
 from streamgen.benchmarks import load_benchmark
 from streamgen.benchmarks.check import check_references
 from streamgen.benchmarks.data_manifest import MANIFEST_NAME, read_manifest, verify_directory
-from streamgen.benchmarks.sources import resolve_data_dir
 from streamgen.benchmarks.stats import markdown_table, segmentation_stats
-from streamgen.config import available, benchmark_config
+from streamgen.config import available, benchmark_config, resolve_data_dir
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -18,15 +18,11 @@ from typing import Any
 
 from streamgen.benchmarks.base import BenchmarkDataError
 from streamgen.benchmarks.data_manifest import verified_bytes
-from streamgen.config import BenchmarkConfig, default_data_dir
+from streamgen.config import BenchmarkConfig, resolve_data_dir
 
 logger = logging.getLogger(__name__)
 
 Row = dict[str, Any]
-
-
-def resolve_data_dir(data_dir: Path | str | None) -> Path:
-    return Path(data_dir) if data_dir else default_data_dir()
 
 
 def read_local(data_dir: Path, relative: str) -> list[Row]:

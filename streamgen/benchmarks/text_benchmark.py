@@ -40,7 +40,7 @@ class TextBenchmark:
     task: TextTask
 
     def examples(self, data_dir: Path | None = None, limit: int | None = None) -> list[Example]:
-        from streamgen.benchmarks.sources import resolve_data_dir
+        from streamgen.config import resolve_data_dir
 
         examples = self.task.examples(self.cfg, read_rows(self.cfg, data_dir), resolve_data_dir(data_dir))
         return examples if limit is None else examples[:limit]

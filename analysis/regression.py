@@ -1,5 +1,9 @@
 """The nightly regression check: summarise a run of a fixed grid and compare it with a stored baseline.
 
+Every statistic comes from the report's SQL (``analysis/sql/regression_cells.sql`` over the
+``pair_rows`` view of ``_views.sql``): which rows are included, the speedups and the quality means
+are defined once, there; this module only names cells, compares and renders.
+
 What is compared (docs/cluster.md, "Nightly"):
 
 - **exact, per example**: forward counts (base, residual, speculative), final draft/accepted lengths,
@@ -20,15 +24,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import statistics
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis import tables
 from streamgen.cells import cell_label
-from streamgen.records import PairRecord, read_parquet_validated
 
 log = logging.getLogger(__name__)
 
@@ -62,52 +64,45 @@ def example_key(r: dict[str, Any]) -> str:
     return f"{cell_key(r)} :: {r['example_id']}"
 
 
-def load_pairs(results_dir: str | Path) -> list[dict[str, Any]]:
-    """Every pairs row under ``results_dir/pairs`` (each file validated against the record schema)."""
-    files = sorted(Path(results_dir).glob("pairs/**/*.parquet"))
-    if not files:
+def summarise(results_dir: str | Path) -> RunSummary:
+    """Per-example exact fields and per-cell statistics of one run directory, both from DuckDB SQL
+    (``regression_examples.sql``, ``regression_cells.sql``) over the report's views.
+
+    Raises :class:`BaselineError` when an example appears twice (the directory mixes runs, or two
+    fingerprints share one cell name). A directory without results gives an empty summary.
+    """
+    try:
+        con = tables.connect(results_dir)
+    except tables.ResultsNotFoundError:
         log.warning("no result files under %s/pairs", results_dir)
-    rows: list[dict[str, Any]] = []
-    for f in files:
-        rows.extend(read_parquet_validated(f, PairRecord).to_pylist())
-    return rows
+        return RunSummary({}, {})
+    try:
+        examples = _examples(tables.run_table(con, "regression_examples").to_pylist())
+        cells = _cells(tables.run_table(con, "regression_cells").to_pylist())
+    finally:
+        con.close()
+    return RunSummary(examples, cells)
 
 
-def _median(values: Sequence[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
-
-
-def _cell_metrics(rows: list[dict[str, Any]]) -> dict[str, float | None]:
-    ok = [r for r in rows if r["excluded_reason"] is None and r["error_type"] is None]
-    fwd = [r["base_forwards"] / r["residual_forwards"] for r in ok if r["residual_forwards"]]
-    wall = [r["base_wall_s"] / r["residual_wall_s"] for r in ok if r["residual_wall_s"]]
-    return {
-        "n": float(len(ok)),
-        "base_quality": _mean([r["base_quality"] for r in ok]),
-        "stream_quality": _mean([r["stream_quality"] for r in ok]),
-        "median_forward_speedup": _median(fwd),
-        "median_wall_speedup": _median(wall),
-        "median_base_wall_s": _median([r["base_wall_s"] for r in ok if r["base_wall_s"] is not None]),
-    }
-
-
-def summarise(rows: list[dict[str, Any]]) -> RunSummary:
-    """Per-example exact fields and per-cell metrics of one run's pairs rows."""
-    by_cell: dict[str, list[dict[str, Any]]] = defaultdict(list)
+def _examples(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     examples: dict[str, dict[str, Any]] = {}
     for r in rows:
         key = example_key(r)
-        if key in examples:
+        if key in examples or r["copies"] > 1:
             raise BaselineError(f"{key} appears twice: the results directory mixes runs; use a fresh one")
         examples[key] = {f: r[f] for f in EXACT_FIELDS}
-        by_cell[cell_key(r)].append(r)
-    cells = {k: _cell_metrics(v) for k, v in sorted(by_cell.items())}
-    return RunSummary(dict(sorted(examples.items())), cells)
+    return dict(sorted(examples.items()))
+
+
+def _cells(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    cells: dict[str, dict[str, float | None]] = {}
+    for r in rows:
+        key = cell_key(r)
+        if key in cells:
+            raise BaselineError(f"cell {key} has two fingerprints (settings differ between its rows): "
+                                "the results directory mixes runs; use a fresh one")
+        cells[key] = {"n": float(r["n"]), **{m: r[m] for m in (*GATED, *REPORTED)}}
+    return dict(sorted(cells.items()))
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,146 @@
+"""Run a job under the cluster's executor: the one dispatch every workflow uses.
+
+``configs/cluster/<name>.yaml``, field ``executor``:
+
+- ``local``: the work runs in this process (no submitit, no job folder): :func:`run` calls ``here()``.
+- ``debug``: submitit's DebugExecutor runs the submitted job in this process (breakpoints work, the
+  original exception is re-raised); the job takes the same path as on Slurm.
+- ``slurm``: one ``sbatch`` job through submitit (parameters: :mod:`jobs.slurm`); :func:`follow`
+  relays its log lines and returns rank 0's result.
+
+:func:`submit` checks the cluster config and what the cluster can really give (Slurm's partition
+inventory, or this machine's GPUs) and raises one ``ConfigError`` before anything is queued. The jobs
+themselves are the grid's (:mod:`jobs.grid_job`) and the adaptation's (:mod:`jobs.adapt_job`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import submitit
+
+from jobs import slurm, slurm_inventory
+from streamgen.config import EXECUTORS, ClusterConfig, raise_if_problems
+
+log = logging.getLogger(__name__)
+
+POLL_S = 2.0
+T = TypeVar("T")
+
+
+def run(cluster: ClusterConfig, *, here: Callable[[], T], job: Callable[[], submitit.Job]) -> T:
+    """``here()`` in this process when ``cluster.executor`` is ``local``; else ``job()`` (which submits,
+    normally through :func:`submit`) and wait for its result (debug: it runs now, in this process)."""
+    if cluster.executor == "local":
+        return here()
+    result: T = follow(job())
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Checks before submitting
+# --------------------------------------------------------------------------------------------
+
+
+def validate_cluster(cluster: ClusterConfig) -> list[str]:
+    """Problems with the cluster config itself (no cluster contacted)."""
+    p: list[str] = []
+    n = cluster.name
+    if cluster.executor not in EXECUTORS:
+        p.append(f"cluster {n}: executor={cluster.executor!r} is not one of {EXECUTORS}")
+    if cluster.nodes < 1 or cluster.gpus_per_node < 0 or cluster.cpus_per_task < 1:
+        p.append(f"cluster {n}: need nodes ≥ 1, gpus_per_node ≥ 0, cpus_per_task ≥ 1")
+    if cluster.executor in ("local", "debug") and cluster.nodes != 1:
+        p.append(f"cluster {n}: executor={cluster.executor} runs on this machine: set nodes=1")
+    if cluster.timeout_min < 1 or cluster.mem_gb < 1 or cluster.max_requeues < 0:
+        p.append(f"cluster {n}: need timeout_min ≥ 1, mem_gb ≥ 1, max_requeues ≥ 0")
+    return p
+
+
+def check_resources(cluster: ClusterConfig) -> tuple[list[str], str]:
+    """What the cluster can really give: Slurm's partition inventory, or this machine's GPUs.
+
+    Returns (problems, how to ask for the GPU type: ``constraint`` or ``gres``).
+    """
+    if cluster.executor == "slurm":
+        inv = slurm_inventory.query(cluster.partition)
+        return slurm_inventory.check(cluster, inv), inv.gpu_type_mode(cluster.gpu_type)
+    visible = slurm_inventory.local_gpu_count()
+    if cluster.gpus_per_node > visible:
+        return [f"cluster {cluster.name}: gpus_per_node={cluster.gpus_per_node} but this machine has "
+                f"{visible} GPU(s): set gpus_per_node={visible} (e.g. on the command line) or use "
+                f"cluster=slurm"], "constraint"
+    return [], "constraint"
+
+
+# --------------------------------------------------------------------------------------------
+# Submit and follow
+# --------------------------------------------------------------------------------------------
+
+
+def executor_parameters(cluster: ClusterConfig, job_name: str, gpu_type_as: str = "constraint") -> dict[str, Any]:
+    """submitit parameters for ``cluster`` (generic, plus :func:`jobs.slurm.slurm_parameters` on Slurm);
+    pure, for tests and logs. ``gpu_type_as``: see :func:`jobs.slurm.slurm_parameters`."""
+    params: dict[str, Any] = {
+        "name": f"streamgen-{job_name}",
+        "timeout_min": cluster.timeout_min,
+        "nodes": cluster.nodes,
+        "tasks_per_node": 1,
+        "cpus_per_task": cluster.cpus_per_task,
+        "mem_gb": cluster.mem_gb,
+    }
+    if cluster.executor == "slurm":
+        return params | slurm.slurm_parameters(cluster, gpu_type_as)
+    return params | ({"gpus_per_node": cluster.gpus_per_node} if cluster.gpus_per_node else {})
+
+
+def make_executor(cluster: ClusterConfig, job_name: str, gpu_type_as: str = "constraint") -> submitit.Executor:
+    """An ``AutoExecutor`` for the cluster's executor; logs and pickles go to ``log_dir/<job id>/``."""
+    executor = submitit.AutoExecutor(folder=Path(cluster.log_dir).resolve() / "%j", cluster=cluster.executor,
+                                     slurm_max_num_timeout=cluster.max_requeues,
+                                     local_max_num_timeout=cluster.max_requeues)
+    executor.update_parameters(**executor_parameters(cluster, job_name, gpu_type_as))
+    return executor
+
+
+def submit(cluster: ClusterConfig, job_name: str, fn: Callable[[], Any], problems: Sequence[str] = ()) -> submitit.Job:
+    """Check the cluster (plus the caller's ``problems``), then submit ``fn`` as one job.
+
+    Raises :class:`streamgen.config.ConfigError` listing every problem before anything is queued.
+    """
+    raise_if_problems([*validate_cluster(cluster), *problems], f"cannot submit job streamgen-{job_name}")
+    found, gpu_type_as = check_resources(cluster)
+    raise_if_problems(found, f"cluster {cluster.name!r} cannot run this job; nothing was submitted")
+    job = make_executor(cluster, job_name, gpu_type_as).submit(fn)
+    log.info("submitted job %s, streamgen-%s (executor %s, %d node(s)); logs in %s", job.job_id, job_name,
+             cluster.executor, cluster.nodes, job.paths.folder)
+    return job
+
+
+def follow(job: submitit.Job, poll_s: float = POLL_S) -> Any:
+    """Wait for ``job``, relaying its log lines; return rank 0's result or raise the job's error."""
+    if isinstance(job, submitit.DebugJob):
+        return job.results()[0]  # runs here, now
+    offsets: dict[Path, int] = {}
+    while not job.done():
+        _relay(job, offsets)
+        time.sleep(poll_s)
+    _relay(job, offsets)
+    return job.results()[0]
+
+
+def _relay(job: submitit.Job, offsets: dict[Path, int]) -> None:
+    for path in (job.paths.stdout, job.paths.stderr):
+        if not path.exists():
+            continue
+        with open(path, "rb") as fh:
+            fh.seek(offsets.get(path, 0))
+            data = fh.read()
+        cut = data.rfind(b"\n") + 1  # relay whole lines only
+        offsets[path] = offsets.get(path, 0) + cut
+        for line in data[:cut].decode(errors="replace").splitlines():
+            log.info("[job %s] %s", job.job_id, line)

@@ -1,0 +1,61 @@
+"""jobs/executors.py: the one dispatch (local here, debug/slurm as a submitted job), no cluster needed.
+
+The grid's and the adaptation's real jobs through it: tests/test_slurm_inventory.py (debug),
+tests/test_adapt_workflow.py (debug), tests/test_slurm_cluster.py (the real Slurm).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import operator
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from jobs import executors
+from streamgen.config import cluster_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _refuse() -> int:
+    raise AssertionError("this executor must not take this path")
+
+
+def test_local_runs_here_and_submits_nothing(tmp_path: Path) -> None:
+    local = dataclasses.replace(cluster_config("local"), log_dir=str(tmp_path / "logs"))
+    assert executors.run(local, here=partial(operator.add, 2, 3), job=_refuse) == 5
+    assert not (tmp_path / "logs").exists()
+
+
+def test_debug_submits_the_job_and_returns_its_result(tmp_path: Path) -> None:
+    debug = dataclasses.replace(cluster_config("debug"), log_dir=str(tmp_path / "logs"))
+    submitted = []
+
+    def job() -> object:
+        submitted.append(executors.submit(debug, "t", partial(operator.mul, 6, 7)))
+        return submitted[-1]
+
+    assert executors.run(debug, here=_refuse, job=job) == 42
+    assert len(submitted) == 1 and submitted[0].paths.folder.parent == tmp_path / "logs"
+
+
+def _compares_executor(tree: ast.AST) -> bool:
+    """Whether the module compares some ``.executor`` with the string ``'local'``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(isinstance(s, ast.Attribute) and s.attr == "executor" for s in sides) and \
+                    any(isinstance(s, ast.Constant) and s.value == "local" for s in sides):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("package", ["jobs", "workflows", "bench"])
+def test_the_dispatch_is_written_once(package: str) -> None:
+    """Only jobs/executors.py decides "here or as a job" (validation of nodes=1 aside)."""
+    deciders = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / package).glob("*.py"))
+                if _compares_executor(ast.parse(p.read_text()))]
+    assert deciders == (["jobs/executors.py"] if package == "jobs" else [])
