@@ -21,9 +21,10 @@ FORBIDDEN = {
     "analysis": ("jobs", "workflows", "ray"),
     "workflows": (),
 }
-# analysis reads the records, and shares the pure timing model (no torch) with the live stream run
-ANALYSIS_MAY_USE = ("streamgen.records", "streamgen.config", "streamgen.timeline", "streamgen.policies",
-                    "streamgen.costmodel")
+# analysis reads the records, spells a cell's label the one way (streamgen.cells: config + records only),
+# and shares the pure timing model (no torch) with the live stream run
+ANALYSIS_MAY_USE = ("streamgen.records", "streamgen.config", "streamgen.cells", "streamgen.timeline",
+                    "streamgen.policies", "streamgen.costmodel")
 
 
 def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
