@@ -10,7 +10,7 @@ reads ``cells``). Statistics and their exact definitions: ``docs/analysis.md``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,28 +121,37 @@ def _duckdb(threads: int | None) -> duckdb.DuckDBPyConnection:
 
 
 def connect(results_dir: str | Path, *, threads: int | None = None,
-            latest: bool = False) -> duckdb.DuckDBPyConnection:
+            latest: bool = False, sql: Callable[[str], str] = sql_text) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with ``pairs`` (each (cell fingerprint, example) once),
     ``steps``, ``runs`` and ``pair_rows`` views. ``latest``: keep only the most recent run's
-    fingerprint of each cell name."""
+    fingerprint of each cell name. ``sql``: name → text of ``_cells``, ``_dedup`` and ``_views``
+    (bench/analysis_reference.py passes the frozen copies it compares against)."""
     files = find_result_files(results_dir)
     con = _duckdb(threads)
     for name in _SOURCES:
         _register_source(con, name, getattr(files, name))
-    con.execute(sql_text("_cells"))
+    con.execute(sql("_cells"))
     rows = con.sql(FINGERPRINT_QUERY).to_arrow_table().to_pylist()
     con.register("cell_tags", cell_tags(rows, latest=latest))
-    con.execute(sql_text("_dedup"))
-    con.execute(sql_text("_views"))
-    # Every table reads pair_rows: compute the deduplication (a window over all pairs) once, not per
-    # table. pair_rows is narrow (no answer text), so this costs ~200 MB per 10^6 pairs at most.
+    con.execute(sql("_dedup"))
+    con.execute(sql("_views"))
+    # Every table reads pair_rows: read the Parquet files and deduplicate once, not per table.
+    # pair_rows is narrow (no answer text), so this costs ~200 MB per 10^6 pairs at most; _steps.sql
+    # keys the steps by this table's rowid.
     con.execute("CREATE TEMP TABLE pair_rows_done AS SELECT * FROM pair_rows")
     con.execute("CREATE OR REPLACE TEMP VIEW pair_rows AS SELECT * FROM pair_rows_done")
     return con
 
 
+_PREPARE: dict[str, str] = {"step_summary": "_steps", "draft_stability": "_steps"}
+"""Table → the SQL file that builds the intermediate tables it reads (each creates its tables only
+if they do not exist yet, so they are built once per connection, and only when a table needs them)."""
+
+
 def run_table(con: duckdb.DuckDBPyConnection, name: str) -> pa.Table:
     """Execute ``<name>.sql`` on ``con``, register the result as view ``name`` and return it."""
+    if name in _PREPARE:
+        con.execute(sql_text(_PREPARE[name]))
     table = con.sql(sql_text(name)).to_arrow_table()
     con.register(name, table)
     return table

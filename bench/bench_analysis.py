@@ -3,11 +3,17 @@
     python bench/bench_analysis.py                          # 10^6 pairs, ~10^7 steps, 2 threads
     python bench/bench_analysis.py --pairs 100000 --threads 1
     python bench/bench_analysis.py --report                 # also time the full report (CSVs + figures)
+    python bench/bench_analysis.py --keep /tmp/b --reference # keep the data (reused next time); time the
+                                                            # frozen pre-issue-15 SQL too and compare tables
 
 Rows are generated column-wise with numpy/pyarrow (tests/synthetic.py), written as Parquet into a
 temporary directory (one pairs and one steps file per cell, like the grid's shard files but larger),
 then ``analysis.tables`` runs every SQL file with DuckDB limited to ``--threads`` threads. Prints
-per-table times and the total; the machine may be shared, so compare figures from one run.
+per-table wall and process CPU seconds and the total; the machine may be shared, so compare figures
+from one run. ``--reference`` also builds every table with the frozen SQL of
+``bench/analysis_reference/`` (before issue 15), prints both timings side by side and checks that
+the tables are equal (``bench/analysis_reference.py``; exits 1 on a difference). With ``--keep DIR``
+an existing synthetic directory of the same size is reused instead of regenerated.
 """
 
 from __future__ import annotations
@@ -24,7 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.report import write_report  # noqa: E402
 from analysis.tables import TABLES, connect, run_table  # noqa: E402
+from bench.analysis_reference import Seconds, now, reference_table_times, since, table_differences  # noqa: E402
 from tests.synthetic import SyntheticSpec, write_synthetic_results  # noqa: E402
+
+_SPEC_FILE = "bench-analysis-spec.txt"  # next to pairs/ and steps/: what --keep generated there
 
 
 def _size_mb(root: Path, sub: str) -> float:
@@ -38,20 +47,63 @@ def generate(root: Path, n_pairs: int, steps_per_pair: float) -> dict[str, int]:
     return write_synthetic_results(root, spec)
 
 
-def time_tables(root: Path, threads: int) -> dict[str, float]:
-    times: dict[str, float] = {}
-    t0 = time.perf_counter()
+def data(root: Path, n_pairs: int, steps_per_pair: float) -> None:
+    """Generate the synthetic directory, or reuse it when ``root`` already holds this size."""
+    wanted = f"pairs={n_pairs} steps_per_pair={steps_per_pair}\n"
+    marker = root / _SPEC_FILE
+    if marker.exists() and marker.read_text() == wanted:
+        print(f"reusing {root} ({wanted.strip()})")
+        return
+    if (root / "pairs").exists():
+        raise SystemExit(f"{root} holds other results; pass an empty or new --keep directory")
+    t = time.perf_counter()
+    counts = generate(root, n_pairs, steps_per_pair)
+    marker.write_text(wanted)
+    print(
+        f"generated {counts['pairs']:,} pairs rows ({_size_mb(root, 'pairs'):.0f} MB) and "
+        f"{counts['steps']:,} steps rows ({_size_mb(root, 'steps'):.0f} MB) in {time.perf_counter() - t:.1f} s"
+    )
+
+
+def time_tables(root: Path, threads: int) -> tuple[dict, dict[str, Seconds]]:
+    """Every table of ``TABLES`` and the (wall, CPU) seconds each took, ``connect + views`` first."""
+    t0 = now()
     con = connect(root, threads=threads)
-    times["connect + views"] = time.perf_counter() - t0
+    times = {"connect + views": since(t0)}
+    built = {}
     try:
         for name in TABLES:
-            t = time.perf_counter()
-            rows = run_table(con, name).num_rows
-            times[f"{name} ({rows} rows)"] = time.perf_counter() - t
+            t = now()
+            built[name] = run_table(con, name)
+            times[name] = since(t)
     finally:
         con.close()
-    times["TOTAL every table"] = time.perf_counter() - t0
-    return times
+    return built, times
+
+
+def _total(times: dict[str, Seconds]) -> Seconds:
+    return sum(w for w, _ in times.values()), sum(c for _, c in times.values())
+
+
+def show(tables: dict, times: dict[str, Seconds], reference: dict[str, Seconds] | None) -> None:
+    head = f"  {'table':<34} {'wall s':>8} {'cpu s':>8}"
+    print(head + (f" {'old wall':>9} {'old cpu':>8}" if reference else ""))
+    rows = [*times.items(), ("TOTAL every table", _total(times))]
+    for name, (wall, cpu) in rows:
+        label = f"{name} ({tables[name].num_rows} rows)" if name in tables else name
+        line = f"  {label:<34} {wall:8.2f} {cpu:8.2f}"
+        if reference:
+            old = _total(reference) if name.startswith("TOTAL") else reference[name]
+            line += f" {old[0]:9.2f} {old[1]:8.2f}"
+        print(line)
+
+
+def compare(new: dict, old: dict) -> int:
+    diffs = [d for name in TABLES for d in table_differences(name, new[name], old[name])]
+    for d in diffs:
+        print("  DIFFERS", d)
+    print(f"tables equal to the frozen SQL: {'no' if diffs else 'yes'} ({len(TABLES)} tables compared)")
+    return 1 if diffs else 0
 
 
 def main() -> int:
@@ -60,32 +112,30 @@ def main() -> int:
     ap.add_argument("--steps-per-pair", type=float, default=10.4, help="mean segments per request")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--report", action="store_true", help="also time write_report (CSVs + figures)")
-    ap.add_argument("--keep", type=Path, default=None, help="write here and keep the files")
+    ap.add_argument("--reference", action="store_true", help="also time the frozen SQL and compare tables")
+    ap.add_argument("--keep", type=Path, default=None, help="write here and keep the files (reused next time)")
     args = ap.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-analysis-"))
+    status = 0
     try:
-        t = time.perf_counter()
-        counts = generate(root, args.pairs, args.steps_per_pair)
-        gen_s = time.perf_counter() - t
-        print(
-            f"generated {counts['pairs']:,} pairs rows ({_size_mb(root, 'pairs'):.0f} MB) and "
-            f"{counts['steps']:,} steps rows ({_size_mb(root, 'steps'):.0f} MB) in {gen_s:.1f} s"
-        )
-        times = time_tables(root, args.threads)
-        print(f"DuckDB threads={args.threads}")
-        for name, secs in times.items():
-            print(f"  {name:<40} {secs:8.2f} s")
+        data(root, args.pairs, args.steps_per_pair)
+        old_tables, old_times = reference_table_times(root, threads=args.threads) if args.reference else ({}, None)
+        tables, times = time_tables(root, args.threads)
+        print(f"DuckDB threads={args.threads} (wall and process CPU seconds; old = frozen pre-issue-15 SQL)")
+        show(tables, times, old_times)
+        if args.reference:
+            status = compare(tables, old_tables)
         if args.report:
             t = time.perf_counter()
             rep = write_report(root, threads=args.threads)
             print(
-                f"  {'write_report (CSVs + ' + str(len(rep.figure_paths)) + ' figures)':<40} "
+                f"  {'write_report (CSVs + ' + str(len(rep.figure_paths)) + ' figures)':<34} "
                 f"{time.perf_counter() - t:8.2f} s"
             )
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -6,32 +6,29 @@
 --   share_steps_unchanged    share of those whose draft equals the previous step's
 --   share_final_unchanged    share of requests whose final answer equals the draft before it
 --                            (the last sentence changed nothing), among requests with a comparison
-WITH ordered AS (
-    -- each step with the previous step's fingerprint (a hash join: cheaper than a window's sort)
+-- Reads step_rows / step_examples (_steps.sql): the previous step is found by an integer join on
+-- (pair_idx, step - 1) between steps that both carry a fingerprint.
+WITH compared AS (
     SELECT
-        s.run_id, s.cell_id, s.example_id, s.step, s.is_final, s.draft_fingerprint,
-        p.draft_fingerprint AS previous
-    FROM steps s
-    LEFT JOIN steps p
-      ON p.run_id = s.run_id AND p.cell_id = s.cell_id AND p.example_id = s.example_id
-     AND p.step = s.step - 1
-),
-per_example AS (
-    SELECT
-        run_id, cell_id, example_id,
-        count(*) FILTER (WHERE previous IS NOT NULL AND draft_fingerprint IS NOT NULL) AS n_compared,
-        count(*) FILTER (WHERE previous IS NOT NULL AND draft_fingerprint = previous) AS n_unchanged,
-        max(CASE WHEN is_final AND previous IS NOT NULL AND draft_fingerprint IS NOT NULL
-            THEN (draft_fingerprint = previous)::INTEGER END) AS final_unchanged
-    FROM ordered
-    GROUP BY run_id, cell_id, example_id
+        s.pair_idx,
+        count(*) AS n_compared,
+        count(*) FILTER (WHERE s.draft_fingerprint = p.draft_fingerprint) AS n_unchanged,
+        max(CASE WHEN s.is_final THEN (s.draft_fingerprint = p.draft_fingerprint)::INTEGER END)
+            AS final_unchanged
+    FROM step_rows s
+    JOIN step_rows p ON p.pair_idx = s.pair_idx AND p.step = s.step - 1
+    WHERE s.draft_fingerprint IS NOT NULL AND p.draft_fingerprint IS NOT NULL
+    GROUP BY s.pair_idx
 ),
 joined AS (
-    SELECT p.model, p.benchmark, p.acceptance, p.tau, p.variant, p.verifier_mode, p.settings_tag, e.*
-    FROM per_example e
-    JOIN pair_rows p
-      ON e.run_id = p.run_id AND e.cell_id = p.cell_id AND e.example_id = p.example_id
-    WHERE p.is_included
+    SELECT
+        p.model, p.benchmark, p.acceptance, p.tau, p.variant, p.verifier_mode, p.settings_tag,
+        coalesce(c.n_compared, 0) AS n_compared,
+        coalesce(c.n_unchanged, 0) AS n_unchanged,
+        c.final_unchanged
+    FROM step_examples e
+    JOIN pair_rows_done p ON p.rowid = e.pair_idx
+    LEFT JOIN compared c ON c.pair_idx = e.pair_idx
 )
 SELECT
     model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,

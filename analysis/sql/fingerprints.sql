@@ -2,21 +2,37 @@
 -- other fingerprints of that name (settings_tag), whether the tables use it (kept; --latest drops
 -- all but the most recent run's), and how many rows it has: n_rows as written, n_examples counted
 -- (each example once), n_duplicates = n_rows - n_examples (the same example written by several runs).
+-- The duplicates come from _dedup.sql's pair_dups (the (fingerprint, example) keys written more than
+-- once, with their row counts) instead of a count(DISTINCT example_id) over every row; a
+-- fingerprint hashes its cell name, so its rows share one name.
+WITH dups AS (
+    SELECT cell_fingerprint, sum(n_rows - 1)::BIGINT AS n_duplicates
+    FROM pair_dups
+    GROUP BY cell_fingerprint
+),
+per_fingerprint AS (
+    SELECT
+        model, benchmark, acceptance, tau, variant, verifier_mode,
+        t.settings_tag,
+        k.cell_fingerprint,
+        t.kept,
+        t.n_fingerprints,
+        count(*) AS n_rows,
+        count(DISTINCT run_id) AS n_runs,
+        min(run_id) AS first_run,
+        max(run_id) AS last_run
+    FROM pairs_keyed k
+    JOIN cell_tags t ON k.cell_fingerprint = t.cell_fingerprint
+    GROUP BY ALL
+)
 SELECT
-    model, benchmark, acceptance, tau, variant, verifier_mode,
-    t.settings_tag,
-    k.cell_fingerprint,
-    t.kept,
-    t.n_fingerprints,
-    count(*) AS n_rows,
-    count(DISTINCT example_id) AS n_examples,
-    count(*) - count(DISTINCT example_id) AS n_duplicates,
-    count(DISTINCT run_id) AS n_runs,
-    min(run_id) AS first_run,
-    max(run_id) AS last_run
-FROM pairs_keyed k
-JOIN cell_tags t ON k.cell_fingerprint = t.cell_fingerprint
-GROUP BY ALL
+    f.model, f.benchmark, f.acceptance, f.tau, f.variant, f.verifier_mode, f.settings_tag,
+    f.cell_fingerprint, f.kept, f.n_fingerprints, f.n_rows,
+    f.n_rows - coalesce(d.n_duplicates, 0) AS n_examples,
+    coalesce(d.n_duplicates, 0) AS n_duplicates,
+    f.n_runs, f.first_run, f.last_run
+FROM per_fingerprint f
+LEFT JOIN dups d ON d.cell_fingerprint IS NOT DISTINCT FROM f.cell_fingerprint
 ORDER BY
     model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, benchmark,
     settings_tag NULLS FIRST, cell_fingerprint;

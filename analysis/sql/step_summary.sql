@@ -5,26 +5,11 @@
 --   accept_ratio_all / _final  sum(accepted_tokens) / sum(draft_tokens_in) over all / final steps
 --   n_residual_mismatch        requests whose final step's forwards differ from the pairs row's
 --                              residual_forwards (or that have no final step): should be 0
-WITH per_example AS (
-    -- aggregate the (large) steps table per request first, then join the narrow result
-    SELECT
-        run_id, cell_id, example_id,
-        count(*) AS n_steps,
-        coalesce(sum(forwards) FILTER (WHERE NOT is_final), 0) AS speculative_forwards,
-        sum(forwards) FILTER (WHERE is_final) AS final_forwards,
-        sum(draft_tokens_in) AS draft_in,
-        sum(accepted_tokens) AS accepted,
-        sum(draft_tokens_in) FILTER (WHERE is_final) AS draft_in_final,
-        sum(accepted_tokens) FILTER (WHERE is_final) AS accepted_final
-    FROM steps
-    GROUP BY run_id, cell_id, example_id
-),
-joined AS (
+-- Reads step_examples (_steps.sql: the steps aggregated per included request, keyed by pair_idx).
+WITH joined AS (
     SELECT p.model, p.benchmark, p.acceptance, p.tau, p.variant, p.verifier_mode, p.settings_tag, p.f_residual, e.*
-    FROM per_example e
-    JOIN pair_rows p
-      ON e.run_id = p.run_id AND e.cell_id = p.cell_id AND e.example_id = p.example_id
-    WHERE p.is_included
+    FROM step_examples e
+    JOIN pair_rows_done p ON p.rowid = e.pair_idx
 )
 SELECT
     model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
