@@ -81,5 +81,5 @@ def _schedule(run: GridRun, grid: GridConfig, on_dispatch: Callable[[Any, WorkUn
     scheduler = Scheduler(spawn=run.spawn, submit=run.submit, after=run.after, finish=run.finish,
                           on_failed=run.on_failed, workers=workers, unit_timeout_s=grid.shard_timeout_s,
                           on_dispatch=on_dispatch)
-    stats = scheduler.run([run.unit(s) for s in run.todo])
+    stats = scheduler.run(run.units())
     log.info("scheduler: %s", stats)
