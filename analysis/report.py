@@ -180,6 +180,7 @@ RUNS = [
     Column("shards_done", "shards done", "num"),
     Column("shards_skipped", "skipped", "num"),
     Column("shards_total", "total", "num"),
+    Column("forwards_executed", "model calls executed", "num"),
 ]
 COMPARE = [
     Column("setting", "Model · setting"),

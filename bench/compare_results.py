@@ -18,12 +18,16 @@ IGNORED = {"run_id", "code_version", "actor_id", "arrival_s", "start_s"}
 KEYS = {"pairs": ("shard_id", "example_id"), "steps": ("shard_id", "example_id", "step")}
 
 
+def comparable(row: dict) -> dict:
+    """The row without the columns that differ run to run (ids, versions, wall clocks)."""
+    return {k: v for k, v in row.items() if k not in IGNORED and not k.endswith("wall_s")}
+
+
 def rows(results: Path, table: str) -> dict[tuple, dict]:
     out = {}
     for path in sorted(results.glob(f"{table}/**/*.parquet")):
         for row in pq.read_table(path).to_pylist():
-            kept = {k: v for k, v in row.items() if k not in IGNORED and not k.endswith("wall_s")}
-            out[tuple(row[k] for k in KEYS[table])] = kept
+            out[tuple(row[k] for k in KEYS[table])] = comparable(row)
     return out
 
 

@@ -110,7 +110,7 @@ def _in_process() -> None:
     class _Actor:
         def __init__(self, model: Any, **_: Any) -> None:
             self.actor = actors.ModelActor(model)
-            self.run_shard = _Method(self.actor.run_shard)
+            self.run_unit = _Method(self.actor.run_unit)
 
     for module in [m for name, m in sys.modules.items() if name.startswith("jobs.")]:
         for name, fn in list(vars(module).items()):  # wherever the driver side imported them
@@ -118,7 +118,7 @@ def _in_process() -> None:
                 continue
             if name == "spawn_model_actor":
                 setattr(module, name, lambda model, **kw: _Actor(model))
-            elif name.startswith("remote_"):  # the CPU-worker task's submit (remote_score_shard)
+            elif name.startswith("remote_"):  # the CPU-worker task's submit (remote_score_unit)
                 inner = getattr(sys.modules[fn.__module__], name.removeprefix("remote_"))
                 setattr(module, name, lambda *args, _f=inner: ray.put(_f(*args)))
     ray.kill = lambda *a, **k: None  # the fake actors have no process to kill

@@ -1,8 +1,9 @@
 """The model actor: one model per actor (one GPU, or some CPUs), running shards of that model.
 
-Per example the actor runs the base run and the stream run back to back (``streamgen.stream.run_pair``)
-in the order the shard prescribes (seeded, balanced per cell, see :mod:`jobs.shards`), so both runs
-see the same device state. A failing example becomes an error result with its traceback; the actor
+Per example the actor runs the base run and the stream run back to back in the order the shard
+prescribes (seeded, balanced per cell, see :mod:`jobs.shards`), so both runs see the same device
+state. It takes a work unit (:mod:`jobs.shared_work`): the shards of cells that differ only in
+acceptance/τ, whose base run and first stream step run once per example (``streamgen.shared``). A failing example becomes an error result with its traceback; the actor
 carries on. Scoring never happens here (it runs on CPU workers, :mod:`jobs.cpu_worker`).
 
 The actor class is plain Python; :func:`actor_options` gives the Ray resources and
@@ -17,11 +18,12 @@ import os
 import socket
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.shards import Shard
+from jobs.shared_work import sharing_key
 from streamgen.cells import Cell
 from streamgen.config import ModelConfig
 from streamgen.decoding.acceptance import make_rule
@@ -86,8 +88,9 @@ class ExampleResult:
     outcome: PairOutcome | None
     error_type: str | None = None
     error_traceback: str | None = None
-    wall_s: float = 0.0  # both runs, end to end
-    forward_wall_s: float = 0.0  # inside model forwards (base + all stream steps)
+    wall_s: float = 0.0  # both runs, end to end (a shared base run / step 1 counts where it ran)
+    forward_wall_s: float = 0.0  # inside the model forwards this pair executed (shared ones once)
+    forwards_executed: int = 0  # model calls this pair executed (shared ones once; errors: 0)
 
 
 @dataclass(frozen=True)
@@ -96,11 +99,17 @@ class DecodedShard:
     actor_id: str
     device: str
     results: tuple[ExampleResult, ...]
-    busy_s: float  # wall time of run_shard on the actor
+    busy_s: float  # wall time of this shard's pairs on the actor (+ the unit's other time: first shard)
     forward_wall_s: float
     load_s: float  # the actor's model load, reported with its first shard only (0.0 afterwards)
     cpu_s: float = 0.0  # CPU time of the actor process during run_shard (contention-independent)
     thresholds: tuple[float | None, float | None] = (None, None)  # effective (slot, token): ReFusion only
+
+    @property
+    def forwards_executed(self) -> int:
+        """Model calls the actor executed for this shard (a shared base run / step 1 counts once, in
+        the shard whose pair ran it)."""
+        return sum(r.forwards_executed for r in self.results)
 
 
 @dataclass(frozen=True)
@@ -184,37 +193,76 @@ class ModelActor:
         return self._decoders[key]
 
     def run_shard(self, task: ShardTask) -> DecodedShard:
-        start, cpu_start, cell = time.perf_counter(), time.process_time(), task.cell
+        return self.run_unit((task,))[0]
+
+    def run_unit(self, tasks: Sequence[ShardTask]) -> tuple[DecodedShard, ...]:
+        """Decode a work unit: one shard, or shards of cells that differ only in acceptance/τ over the
+        same examples (``jobs.shared_work``), whose base run and first step run once per example."""
+        start, cpu_start, cell = time.perf_counter(), time.process_time(), tasks[0].cell
+        if len({sharing_key(t.shard) for t in tasks}) != 1:
+            raise ValueError("a work unit's shards must differ only in acceptance/τ and have the same examples "
+                             f"(jobs.shared_work.group_shards); got {[t.cell.label for t in tasks]}")
         decoder = self._decoder(cell.benchmark.name, cell.verifier_mode, cell.max_new_tokens)
-        rule = make_rule(cell.acceptance, cell.tau)
-        from streamgen.live import LiveSettings
+        rules = [make_rule(t.cell.acceptance, t.cell.tau) for t in tasks]
+        if cell.live is not None:  # live streams run on the clock: never shared (one shard per unit)
+            from streamgen.live import LiveSettings
 
-        live = LiveSettings.from_config(cell.live) if cell.live is not None else None
-        results = tuple(self._run_example(decoder, rule, ex, live) for ex in task.examples)
+            live = LiveSettings.from_config(cell.live)
+            per_task = [[self._run_live(decoder, rules[0], ex, live) for ex in tasks[0].examples]]
+        else:
+            per_task = _transpose([self._run_shared(decoder, rules, exs) for exs in zip(*(t.examples for t in tasks),
+                                                                                      strict=True)])
         load_s, self._load_reported = (0.0 if self._load_reported else self.load_s), True
-        return DecodedShard(task.shard.shard_id, self.actor_id, self.device_label, results,
-                            time.perf_counter() - start, sum(r.forward_wall_s for r in results), load_s,
-                            time.process_time() - cpu_start, effective_thresholds(decoder))
+        return _decoded(tasks, per_task, self, time.perf_counter() - start, time.process_time() - cpu_start, load_s,
+                        effective_thresholds(decoder))
 
-    def _run_example(self, decoder: Decoder, rule: Any, ex: ExampleTask, live: Any = None) -> ExampleResult:
+    def _run_shared(self, decoder: Decoder, rules: Sequence[Any], exs: Sequence[ExampleTask]) -> list[ExampleResult]:
+        """One example for every cell of the unit: stream-first cells first, then base-first ones (so the
+        shared base run sits between them, adjacent to both), results back in the unit's order."""
+        ex = exs[0]
+        if ex.request is None:
+            return [ExampleResult(e.example_id, e.base_first, None) for e in exs]
+        from streamgen.shared import SharedExample
+
+        order = sorted(range(len(exs)), key=lambda j: exs[j].base_first)
+        results: dict[int, ExampleResult] = {}
+        try:
+            shared = SharedExample(decoder, ex.request, uses=len(exs))
+        except Exception as exc:  # noqa: BLE001 — a failing example becomes a row, the shard goes on
+            return [self._failed(e, exc, 0.0) for e in exs]
+        for j in order:
+            results[j] = self._attempt(exs[j], lambda j=j: shared.pair(rules[j], base_first=exs[j].base_first))
+        return [results[j] for j in range(len(exs))]
+
+    def _run_live(self, decoder: Decoder, rule: Any, ex: ExampleTask, live: Any) -> ExampleResult:
         if ex.request is None:
             return ExampleResult(ex.example_id, ex.base_first, None)
+        from streamgen.shared import Executed
         from streamgen.stream import run_pair
 
+        def pair() -> tuple[PairOutcome, Executed]:
+            outcome = run_pair(decoder, ex.request, rule, base_first=ex.base_first, live=live)
+            return outcome, Executed(_forwards(outcome), _forward_wall(outcome))
+
+        return self._attempt(ex, pair)
+
+    def _attempt(self, ex: ExampleTask, pair: Callable[[], tuple[PairOutcome, Any]]) -> ExampleResult:
         start = time.perf_counter()
         try:
-            outcome = run_pair(decoder, ex.request, rule, base_first=ex.base_first, live=live)
+            outcome, done = pair()
         except Exception as exc:  # noqa: BLE001 — a failing example becomes a row, the shard goes on
-            if is_fatal_device_error(exc):
-                # A CUDA error poisons the process: exit so the scheduler re-queues the shard on a
-                # fresh actor, rather than recording errors from a broken device (ray PR #60145).
-                log.error("device error in example %s, exiting the actor: %s", ex.example_id, exc)
-                os._exit(1)
-            log.warning("example %s failed: %s", ex.example_id, exc)
-            return ExampleResult(ex.example_id, ex.base_first, None, type(exc).__name__,
-                                 traceback.format_exc(), time.perf_counter() - start)
-        return ExampleResult(ex.example_id, ex.base_first, outcome, None, None,
-                             time.perf_counter() - start, _forward_wall(outcome))
+            return self._failed(ex, exc, time.perf_counter() - start)
+        return ExampleResult(ex.example_id, ex.base_first, outcome, None, None, time.perf_counter() - start,
+                             done.forward_wall_s, done.forwards)
+
+    def _failed(self, ex: ExampleTask, exc: Exception, wall_s: float) -> ExampleResult:
+        if is_fatal_device_error(exc):
+            # A CUDA error poisons the process: exit so the scheduler re-queues the shard on a
+            # fresh actor, rather than recording errors from a broken device (ray PR #60145).
+            log.error("device error in example %s, exiting the actor: %s", ex.example_id, exc)
+            os._exit(1)
+        log.warning("example %s failed: %s", ex.example_id, exc)
+        return ExampleResult(ex.example_id, ex.base_first, None, type(exc).__name__, traceback.format_exc(), wall_s)
 
     def pid(self) -> int:
         return os.getpid()
@@ -240,6 +288,30 @@ def is_fatal_device_error(exc: BaseException) -> bool:
     import torch
 
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "CUDA error" in str(exc)
+
+
+def _decoded(tasks: Sequence[ShardTask], per_task: Sequence[Sequence[ExampleResult]], actor: ModelActor,
+             busy_s: float, cpu_s: float, load_s: float, thresholds: tuple[float | None, float | None],
+             ) -> tuple[DecodedShard, ...]:
+    """One DecodedShard per task; the unit's time not spent in any pair, its CPU time and the model load
+    go to the first shard (the sums over the unit are what the actor spent)."""
+    out = []
+    for i, (task, results) in enumerate(zip(tasks, per_task, strict=True)):
+        own = sum(r.wall_s for r in results)
+        rest = busy_s - sum(r.wall_s for rs in per_task for r in rs) if i == 0 else 0.0
+        out.append(DecodedShard(task.shard.shard_id, actor.actor_id, actor.device_label, tuple(results),
+                                own + rest, sum(r.forward_wall_s for r in results), load_s if i == 0 else 0.0,
+                                cpu_s if i == 0 else 0.0, thresholds))
+    return tuple(out)
+
+
+def _transpose(rows: Sequence[Sequence[ExampleResult]]) -> list[list[ExampleResult]]:
+    """Per-example lists of per-task results → per-task lists of per-example results."""
+    return [list(col) for col in zip(*rows, strict=True)] if rows else []
+
+
+def _forwards(outcome: PairOutcome) -> int:
+    return outcome.base.forwards + sum(s.answer.forwards for s in outcome.steps)
 
 
 def _forward_wall(outcome: PairOutcome) -> float:

@@ -78,14 +78,19 @@ def failed_shard_rows(task: ShardTask, error: str, device: str = "unknown") -> S
     return ShardRows(pairs, (), len(pairs), 0, 0.0)
 
 
-def remote_score_shard(task: ShardTask, decoded: DecodedShard) -> Any:
-    """Submit :func:`score_shard` as a Ray task on a CPU worker; returns its ref."""
-    return _remote_score_shard().remote(task, decoded)
+def score_unit(tasks: tuple[ShardTask, ...], decoded: tuple[DecodedShard, ...]) -> tuple[ShardRows, ...]:
+    """:func:`score_shard` for each shard of a work unit (``jobs.shared_work``), in order."""
+    return tuple(score_shard(t, d) for t, d in zip(tasks, decoded, strict=True))
+
+
+def remote_score_unit(tasks: tuple[ShardTask, ...], decoded: tuple[DecodedShard, ...]) -> Any:
+    """Submit :func:`score_unit` as a Ray task on a CPU worker; returns its ref."""
+    return _remote_score_unit().remote(tasks, decoded)
 
 
 @functools.cache
-def _remote_score_shard() -> Any:
+def _remote_score_unit() -> Any:
     import ray
 
     # max_retries: a worker lost to the OOM killer or a crash is retried; exceptions are not.
-    return ray.remote(score_shard).options(num_cpus=1, max_retries=2)
+    return ray.remote(score_unit).options(num_cpus=1, max_retries=2)

@@ -78,8 +78,11 @@ def _schedule(run: GridRun, grid: GridConfig, on_dispatch: Callable[[Any, WorkUn
     if run.use_gpu and workers > _cluster_gpus():
         workers = int(_cluster_gpus())
         log.warning("workers=%d but the cluster has %d GPUs: using %d model actors", grid.workers, workers, workers)
+    units = run.units()
+    # a unit holds up to one shard per acceptance cell (jobs/shared_work.py): its allowance scales with it
+    timeout_s = grid.shard_timeout_s * max(len(u.payload) for u in units)
     scheduler = Scheduler(spawn=run.spawn, submit=run.submit, after=run.after, finish=run.finish,
-                          on_failed=run.on_failed, workers=workers, unit_timeout_s=grid.shard_timeout_s,
+                          on_failed=run.on_failed, workers=workers, unit_timeout_s=timeout_s,
                           on_dispatch=on_dispatch)
-    stats = scheduler.run([run.unit(s) for s in run.todo])
+    stats = scheduler.run(units)
     log.info("scheduler: %s", stats)

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.actors import DecodedShard, spawn_model_actor
-from jobs.cpu_worker import ShardRows, failed_shard_rows, remote_score_shard
+from jobs.actors import DecodedShard, ShardTask, spawn_model_actor
+from jobs.cpu_worker import ShardRows, failed_shard_rows, remote_score_unit
 from jobs.plan import GridPlan
 from jobs.progress import GridProgress
 from jobs.scheduler import WorkUnit
 from jobs.shards import Shard
+from jobs.shared_work import group_shards
 from jobs.writer import ResultWriter
 from streamgen.records import SCHEMA_VERSION, RunRecord
 from streamgen.version import code_version
@@ -47,7 +48,7 @@ class Timings:
     plan_s: float = 0.0
     ray_start_s: float = 0.0
     load_s: float = 0.0  # model loads inside actors
-    decode_s: float = 0.0  # run_shard wall on actors, model load excluded
+    decode_s: float = 0.0  # run_unit wall on actors, model load excluded
     forward_s: float = 0.0  # of which inside model forwards
     decode_cpu_s: float = 0.0  # CPU time of the actors while decoding (what a quiet machine needs)
     score_s: float = 0.0  # scoring tasks
@@ -68,6 +69,7 @@ class GridSummary:
     wall_s: float = 0.0
     timings: Timings = field(default_factory=Timings)
     devices: dict[str, str] = field(default_factory=dict)  # actor id → device
+    forwards_executed: int = 0  # model calls the actors executed (shared base runs / first steps once)
 
     @property
     def forward_share(self) -> float:
@@ -93,47 +95,60 @@ class GridRun:
         self.max_errors = plan.grid.max_error_fraction * sum(len(s) for s in todo)
         self.started_at = _now()
 
-    def unit(self, shard: Shard) -> WorkUnit:
-        """The shard's work unit; its payload is the shard's one task, built here once."""
-        return WorkUnit(shard.shard_id, shard.model_name, self.plan.task(shard, self.summary.run_id, code_version()))
+    def units(self) -> list[WorkUnit]:
+        """The shards to run as work units (``jobs.shared_work``); a unit's payload is its shards' tasks,
+        each built here once."""
+        out = []
+        for shards in group_shards(self.todo, share=self.plan.grid.share_work):
+            tasks = tuple(self.plan.task(s, self.summary.run_id, code_version()) for s in shards)
+            out.append(WorkUnit(shards[0].shard_id, shards[0].model_name, tasks))
+        return out
 
     def spawn(self, model: str) -> Any:
         return spawn_model_actor(self.plan.models[model], use_gpu=self.use_gpu)
 
     def submit(self, actor: Any, unit: WorkUnit) -> Any:
-        return actor.run_shard.remote(unit.payload)
+        return actor.run_unit.remote(unit.payload)
 
-    def after(self, unit: WorkUnit, decoded: DecodedShard) -> Any:
+    def after(self, unit: WorkUnit, decoded: tuple[DecodedShard, ...]) -> Any:
         t = self.summary.timings
-        t.load_s += decoded.load_s
-        t.decode_s += decoded.busy_s
-        t.forward_s += decoded.forward_wall_s
-        t.decode_cpu_s += decoded.cpu_s
-        self.summary.devices[decoded.actor_id] = decoded.device
-        return remote_score_shard(unit.payload, decoded)
+        for d in decoded:
+            t.load_s += d.load_s
+            t.decode_s += d.busy_s
+            t.forward_s += d.forward_wall_s
+            t.decode_cpu_s += d.cpu_s
+            self.summary.devices[d.actor_id] = d.device
+            self.summary.forwards_executed += d.forwards_executed
+        return remote_score_unit(unit.payload, decoded)
 
-    def finish(self, unit: WorkUnit, rows: ShardRows) -> None:
+    def finish(self, unit: WorkUnit, unit_rows: tuple[ShardRows, ...]) -> None:
+        for task, rows in zip(unit.payload, unit_rows, strict=True):
+            self._finish_shard(task, rows)
+
+    def _finish_shard(self, task: ShardTask, rows: ShardRows) -> None:
         if rows.sandbox_errors:
-            shard: Shard = unit.payload.shard
+            shard: Shard = task.shard
             raise SandboxUnavailable(
-                f"the sandbox could not run {len(rows.sandbox_errors)} answers of shard {unit.key} "
+                f"the sandbox could not run {len(rows.sandbox_errors)} answers of shard {shard.shard_id} "
                 f"({shard.cell.label}) after its retries; first: {rows.sandbox_errors[0].strip()}\n"
                 f"The shard was not written. Check the scorer here with `python -m streamgen.benchmarks "
                 f"check {shard.cell.benchmark.name} --limit 5` (is bubblewrap installed, does the "
                 f"benchmark's options.python run?), then rerun to resume.")
         start = time.perf_counter()
-        self.writer.write_shard(unit.payload.shard, rows.pairs, rows.steps)
+        self.writer.write_shard(task.shard, rows.pairs, rows.steps)
         self.summary.timings.write_s += time.perf_counter() - start
         self.summary.timings.score_s += rows.score_s
-        self._count(len(unit.payload), rows.errors, rows.excluded)
+        self._count(len(task), rows.errors, rows.excluded)
         self.summary.shards_done += 1
 
     def on_failed(self, unit: WorkUnit, error: str) -> None:
-        """A shard that used up its attempts: not written (a rerun retries it), its examples count as errors."""
-        self.summary.shards_failed.append(unit.key)
-        log.error("shard %s (%s) failed:\n%s", unit.key, unit.payload.cell.label, error)
-        rows = failed_shard_rows(unit.payload, error)
-        self._count(len(unit.payload), rows.errors, 0)
+        """A unit that used up its attempts: its shards are not written (a rerun retries them), their
+        examples count as errors."""
+        for task in unit.payload:
+            self.summary.shards_failed.append(task.shard.shard_id)
+            log.error("shard %s (%s) failed:\n%s", task.shard.shard_id, task.cell.label, error)
+            rows = failed_shard_rows(task, error)
+            self._count(len(task), rows.errors, 0)
 
     def _count(self, examples: int, errors: int, excluded: int) -> None:
         s = self.summary
@@ -150,7 +165,7 @@ class GridRun:
         return RunRecord(s.run_id, self.plan.grid.name, self.plan.resolved_yaml, code_version(),
                          socket.gethostname(), json.dumps(device_inventory(s.devices), sort_keys=True),
                          self.started_at, _now() if finished else None, s.shards_total,
-                         s.shards_skipped + s.shards_done, s.shards_skipped, SCHEMA_VERSION)
+                         s.shards_skipped + s.shards_done, s.shards_skipped, SCHEMA_VERSION, s.forwards_executed)
 
 
 def device_inventory(actor_devices: dict[str, str]) -> dict[str, Any]:

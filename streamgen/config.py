@@ -164,6 +164,9 @@ class GridConfig:
     score_workers: int = 1
     seed: int = 0
     max_error_fraction: float = 0.1
+    # Cells differing only in acceptance/τ run each example's base run and first stream step once
+    # (jobs/shared_work.py); rows are the same either way. Not in shard ids or fingerprints.
+    share_work: bool = True
     shard_timeout_s: float = 1800.0
     cluster: str = "local"  # local | debug | slurm (configs/cluster/<name>.yaml)
     # Per-benchmark key=value overrides of configs/benchmarks/<name>.yaml, e.g.

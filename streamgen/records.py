@@ -134,6 +134,7 @@ class RunRecord:
     shards_done: int
     shards_skipped: int  # found complete on disk (resume)
     schema_version: int
+    forwards_executed: int | None = None  # model calls the actors actually executed (shared runs once)
 
 
 _SCALARS: dict[type, pa.DataType] = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}

@@ -98,6 +98,11 @@ def _token_bytes() -> tuple[int, ...]:
 
 
 @functools.lru_cache(maxsize=1)
+def _vocab_size() -> int:
+    return len(tiny_tokenizer())  # built once: a fresh tokenizer per logits row cost ~5 ms each
+
+
+@functools.lru_cache(maxsize=1)
 def _header() -> tuple[int, ...]:
     return tuple(tiny_tokenizer()(ASSISTANT_HEADER, add_special_tokens=False)["input_ids"])
 
@@ -185,7 +190,7 @@ def _distribution(script: Script, answer: list[int], j: int, mask_id: int) -> to
     """Log-probabilities at answer position ``j``: ``prob(j)`` on the scripted token, the rest evenly
     (mask: 0); past the answer's end, EOS."""
     j = max(j, 0)
-    vocab = len(tiny_tokenizer())
+    vocab = _vocab_size()
     token = answer[j] if j < len(answer) else answer[-1]
     p = script.prob(j)
     row = torch.full((vocab,), math.log((1 - p) / (vocab - 2)))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
