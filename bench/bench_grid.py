@@ -30,9 +30,9 @@ from jobs.driver import GridSummary, _shard_task, run_grid  # noqa: E402
 from jobs.plan import plan_grid  # noqa: E402
 from streamgen.config import grid_config  # noqa: E402
 
-# A grid big enough that Ray start, planning and model load are < 10 % of one actor's run: the tiny
-# autoregressive model on CoEdIT (text scoring: no sandbox competes with the actors for the cores).
-SCALING = ["grid=smoke", "models=[tiny-llama]", "benchmarks=[coedit]", "limit=200", "shard_size=10",
+# A grid big enough that Ray start, planning and model load are < 10 % of the run with 1 and with 2
+# actors (all 747 CoEdIT examples, tiny model; text scoring: no sandbox competes with the actors).
+SCALING = ["grid=smoke", "models=[tiny-llama]", "benchmarks=[coedit]", "limit=1000", "shard_size=25",
            "max_new_tokens=32"]
 
 
