@@ -92,7 +92,8 @@ def budget_line(grid: GridConfig) -> str:
     files = sorted(Path(grid.results_dir, "pairs").rglob("*.parquet"))
     cols = ["model", "benchmark", "base_answer_tokens", "cell_settings"]
     rows = [r for f in files for r in pq.read_table(f, columns=cols).to_pylist()
-            if r["model"] in grid.models and r["benchmark"] in grid.benchmarks and r["base_answer_tokens"] is not None]
+            if r["model"] in grid.models and r["benchmark"] in grid.benchmarks
+            and r["base_answer_tokens"] is not None and r["cell_settings"] is not None]
     early = sum(r["base_answer_tokens"] < json.loads(r["cell_settings"])["max_new_tokens"] for r in rows)
     share = f" ({early / len(rows):.0%})" if rows else ""
     return f"base answers ending before the answer budget (EOS): {early} of {len(rows)} rows{share}"
