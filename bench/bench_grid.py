@@ -3,24 +3,37 @@
     python bench/bench_grid.py                       # smoke grid with workers=1, then workers=2
     python bench/bench_grid.py grid=smoke models=[tiny-llama]    # any overrides of the grid
     python bench/bench_grid.py --only grid=local     # one run of the embedded default grid
+    python bench/bench_grid.py --scaling             # 2 vs 1 actors on a grid where start-up is < 10 %
+    python bench/bench_grid.py --per-model           # forward share per model, one in-process actor each
 
 Each run goes to a fresh temporary results directory (nothing is resumed). Printed per run:
 wall (end to end), Ray start, plan, model load (summed over actors), decode (actor run_shard time,
 load excluded), forward (time inside model forwards), scoring, writing; the forward share
-(forward / decode) and examples per second of wall time. With two runs, the throughput ratio.
+(forward / decode), the start-up share (Ray start + plan + one actor's model load, over the wall) and
+examples per second of wall time. With two runs, the throughput ratio. ``--per-model`` runs each model's
+shards through one in-process :class:`~jobs.actors.ModelActor` (no Ray) and prints its forward share
+(what the rest of each family's decode time is: docs/experiments.md, issue 15).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.driver import GridSummary, run_grid  # noqa: E402
+from jobs.actors import ModelActor  # noqa: E402
+from jobs.driver import GridSummary, _shard_task, run_grid  # noqa: E402
+from jobs.plan import plan_grid  # noqa: E402
 from streamgen.config import grid_config  # noqa: E402
+
+# A grid big enough that Ray start, planning and model load are < 10 % of the run with 1 and with 2
+# actors (all 747 CoEdIT examples, tiny model; text scoring: no sandbox competes with the actors).
+SCALING = ["grid=smoke", "models=[tiny-llama]", "benchmarks=[coedit]", "limit=1000", "shard_size=25",
+           "max_new_tokens=32"]
 
 
 def run_once(name: str, overrides: list[str]) -> GridSummary:
@@ -37,15 +50,41 @@ def report(label: str, s: GridSummary) -> None:
           f"scoring {t.score_s:.1f} | writing {t.write_s:.2f} | actors {len(s.devices)}")
     print(f"{label}: {s.examples} examples, {s.shards_done} shards, {s.errors} errors; "
           f"forward share of actor decode time {s.forward_share:.3f}; "
-          f"of decode+load {t.forward_s / max(t.decode_s + t.load_s, 1e-9):.3f}; {rate:.3f} examples/s")
+          f"of decode+load {t.forward_s / max(t.decode_s + t.load_s, 1e-9):.3f}; {rate:.3f} examples/s; "
+          f"start-up share {startup_share(s):.3f}")
+
+
+def startup_share(s: GridSummary) -> float:
+    """(Ray start + planning + one actor's model load) / wall: the part more actors cannot shorten
+    (actors load in parallel, so the summed load is divided by their number)."""
+    t = s.timings
+    return (t.ray_start_s + t.plan_s + t.load_s / max(len(s.devices), 1)) / s.wall_s if s.wall_s else float("nan")
+
+
+def per_model_share(name: str, overrides: list[str]) -> None:
+    """Each model's shards through one in-process actor (its first shard warms it up, uncounted)."""
+    plan = plan_grid(grid_config(name, overrides))
+    for model, cfg in plan.models.items():
+        tasks = [_shard_task(plan, sh) for sh in plan.shards if sh.cell.model.name == model]
+        actor = ModelActor(cfg, threads=1)
+        decoded = [actor.run_shard(t) for t in tasks]
+        busy, fwd = sum(d.busy_s for d in decoded[1:]), sum(d.forward_wall_s for d in decoded[1:])
+        print(f"{model}: {len(tasks) - 1} shards after one warm-up, decode {busy:.1f} s, forwards {fwd:.1f} s, "
+              f"forward share {fwd / busy if busy else float('nan'):.3f}")
 
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING)
-    only = "--only" in argv
-    args = [a for a in argv if a != "--only"]
+    print(f"load average at start {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    only, per_model = "--only" in argv, "--per-model" in argv
+    args = [a for a in argv if a not in ("--only", "--per-model", "--scaling")]
+    if "--scaling" in argv:
+        args = [*SCALING, *args]
     name = next((a.split("=", 1)[1] for a in args if a.startswith("grid=")), "smoke")
     overrides = [a for a in args if not a.startswith("grid=")]
+    if per_model:
+        per_model_share(name, overrides)
+        return 0
     if only:
         report(name, run_once(name, overrides))
         return 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,14 +103,16 @@ def model_problems(cfg: ModelConfig) -> list[str]:
 
 
 def _load_examples(cfg: BenchmarkConfig, data_dir: Path, limit: int | None,
-                   segmenter: Segmenter | None = None) -> tuple[dict, dict]:
-    """The benchmark's examples by id and their segments; raises ConfigError naming what would stop
-    it from loading or scoring (e.g. a missing DS-1000 interpreter)."""
+                   segmenter: Segmenter | None = None, ids: Sequence[str] = ()) -> tuple[dict, dict]:
+    """The benchmark's examples by id (:func:`pick_examples`) and their segments; raises ConfigError
+    naming what would stop it from loading or scoring (e.g. a missing DS-1000 interpreter, an example
+    id its data does not have)."""
     from streamgen.benchmarks import load_benchmark
 
     bench = load_benchmark(cfg)
     raise_if_problems(bench.problems(), f"benchmark {cfg.name} cannot score")
-    examples = bench.examples(data_dir, limit)
+    examples = pick_examples(cfg.name, bench.examples(data_dir, None), limit, ids, data_dir) if ids \
+        else bench.examples(data_dir, limit)
     by_id = {ex.example_id: ex for ex in examples}
     if len(by_id) != len(examples):
         raise ConfigError([f"benchmark {cfg.name}: duplicate example ids in its data"])
@@ -118,6 +120,18 @@ def _load_examples(cfg: BenchmarkConfig, data_dir: Path, limit: int | None,
     if segmenter is not None:  # another granularity: re-cut the benchmark's (lossless) segments
         segments = {key: tuple(segmenter("".join(segs))) for key, segs in segments.items()}
     return by_id, segments
+
+
+def pick_examples(name: str, examples: list[Any], limit: int | None, ids: Sequence[str], data_dir: Path) -> list[Any]:
+    """The listed ``ids`` first, then the data's first other examples, ``limit`` in all (None: every
+    example), returned in the data's order: ``limit=5`` with two ids listed runs them and three more."""
+    wanted, known = [str(i) for i in ids], [ex.example_id for ex in examples]
+    if missing := sorted(set(wanted) - set(known)):
+        raise ConfigError([f"benchmark {name}: examples {missing} are not in its data under {data_dir}; "
+                           f"fix examples.{name} in the grid (its ids look like {known[:2]})"])
+    order = [i for i in known if i in set(wanted)] + [i for i in known if i not in set(wanted)]
+    keep = set(order if limit is None else order[:limit])
+    return [ex for ex in examples if ex.example_id in keep]
 
 
 def _segmenter(grid: GridConfig) -> Segmenter | None:
@@ -153,7 +167,8 @@ def plan_grid(grid: GridConfig) -> GridPlan:
     if data_dir.is_dir():
         for name, cfg in benches.items():
             try:
-                examples[name], segs = _load_examples(cfg, data_dir, grid.limit, _segmenter(grid))
+                examples[name], segs = _load_examples(cfg, data_dir, grid.limit, _segmenter(grid),
+                                                      grid.examples.get(name, ()))
                 segments.update(segs)
                 benches[name] = versioned(cfg, data_dir)  # the data files' sha256 enter cells and rows
             except ConfigError as exc:

@@ -156,6 +156,9 @@ class GridConfig:
     taus: list[float] = field(default_factory=list)  # one threshold cell per τ when 'threshold' is listed
     verifier_modes: list[str] = field(default_factory=lambda: ["visible"])  # bidirectional ablation
     limit: int | None = 3  # examples per benchmark (None: all)
+    # Per benchmark, the example ids to run instead of its first `limit` (in the data's order); benchmarks
+    # not listed use `limit`. The embedded default picks examples whose answers end before its budget.
+    examples: dict[str, list[str]] = field(default_factory=dict)
     shard_size: int = 4  # examples per shard
     max_new_tokens: int | None = None  # None: the benchmark's own
     results_dir: str = "results/local"

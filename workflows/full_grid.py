@@ -1,6 +1,6 @@
 """Run a grid of (model × benchmark × acceptance/τ × example) and print the summary tables.
 
-Local (the embedded default: loopback Ray, CPU, offline SmolLM2, 2 examples of each of 6 benchmarks)::
+Local (the embedded default: loopback Ray, CPU, offline SmolLM2, one example of each of 6 benchmarks, 192 tokens)::
 
     python workflows/full_grid.py
     python workflows/full_grid.py grid=smoke results_dir=/tmp/smoke       # tiny model, < 2 minutes
@@ -64,7 +64,27 @@ def print_summary(summary: object, grid: GridConfig) -> None:
               f"{s.excluded} excluded) in {s.wall_s:.0f} s")  # type: ignore[attr-defined]
         print(f"time: ray start {t.ray_start_s:.1f} s, model load {t.load_s:.1f} s, decode {t.decode_s:.1f} s "
               f"({t.forward_s:.1f} s in forwards, {t.decode_cpu_s:.1f} s CPU), scoring {t.score_s:.1f} s, writing {t.write_s:.2f} s")
+    print(budget_line(grid))
     print_tables(grid.results_dir)
+
+
+def budget_line(grid: GridConfig) -> str:
+    """How many base answers of this grid's models and benchmarks in ``results_dir`` ended before their
+    answer budget (so with EOS: an autoregressive answer stops early only there). Counted per pairs
+    row (each cell repeats its example's base run); a budget every answer fills makes the speedups
+    describe the budget, not streaming (docs/experiments.md)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    files = sorted(Path(grid.results_dir, "pairs").rglob("*.parquet"))
+    cols = ["model", "benchmark", "base_answer_tokens", "cell_settings"]
+    rows = [r for f in files for r in pq.read_table(f, columns=cols).to_pylist()
+            if r["model"] in grid.models and r["benchmark"] in grid.benchmarks
+            and r["base_answer_tokens"] is not None and r["cell_settings"] is not None]
+    early = sum(r["base_answer_tokens"] < json.loads(r["cell_settings"])["max_new_tokens"] for r in rows)
+    share = f" ({early / len(rows):.0%})" if rows else ""
+    return f"base answers ending before the answer budget (EOS): {early} of {len(rows)} rows{share}"
 
 
 def main(argv: Sequence[str]) -> int:

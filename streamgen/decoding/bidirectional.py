@@ -184,10 +184,10 @@ class BidirectionalDecoder(OverText):
             conf = (probs * probs.clamp_min(1e-30).log()).sum(-1)  # negative entropy
         else:
             conf = probs.max(-1).values
-        x0 = probs.argmax(-1)
+        scores, x0 = conf.tolist(), probs.argmax(-1).tolist()  # one conversion each, not one per position
         cand = [j for j in range(lo, hi) if buf.answer[j] is None]
-        for j in sorted(cand, key=lambda j: -float(conf[j]))[:n]:
-            buf.answer[j] = int(x0[j])
+        for j in sorted(cand, key=lambda j: -scores[j])[:n]:
+            buf.answer[j] = x0[j]
 
     def denoise(self, buf: Buffer) -> None:
         """Fill the masked positions block by block; stop after the block holding the first EOS."""

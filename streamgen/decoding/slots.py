@@ -151,12 +151,11 @@ class SlotEngine:
         starts = [0]
         for s in slots[:-1]:
             starts.append(starts[-1] + len(s))
-        slot_conf = [float(conf[i]) for i in starts]
+        slot_conf, best = conf[starts].tolist(), x0.tolist()  # one conversion each, not one per element
         chosen = [j for j, c in enumerate(slot_conf) if c > self.s.slot_threshold]
         if not chosen:
             chosen = [max(range(len(slots)), key=lambda j: slot_conf[j])]
-        return _Chosen([slots[j] for j in chosen],
-                       [[int(t) for t in x0[starts[j]:starts[j] + len(slots[j])]] for j in chosen])
+        return _Chosen([slots[j] for j in chosen], [best[starts[j]:starts[j] + len(slots[j])] for j in chosen])
 
     def _eos_cut(self, tokens: Sequence[int]) -> int | None:
         return next((i for i, t in enumerate(tokens) if t in self.eos_ids), None)
@@ -167,12 +166,12 @@ class SlotEngine:
         flat = [t for d in ch.drafts for t in d]
         pos = [q for s in ch.slots for q in s]
         logits, cache, _ = self.forward(state, [flat], [pos], "verify")
-        probs = logits[0].softmax(-1)
+        prev = [1.0, *next_token_probs(logits[0], flat)]  # prev[j]: token j's probability (j ≥ 1)
         slot_first, i = set(), 0
         for s in ch.slots:
             slot_first.add(i)
             i += len(s)
-        ok = [j in slot_first or float(probs[j - 1, flat[j]]) > self.s.token_threshold for j in range(len(flat))]
+        ok = [j in slot_first or prev[j] > self.s.token_threshold for j in range(len(flat))]
         accepted = next((j for j, v in enumerate(ok) if not v), len(flat))
         eos = self._eos_cut(flat[:accepted])
         covered, end = 0, 0
@@ -209,15 +208,15 @@ class SlotEngine:
                 inp = [pad([t if q < verified[j] else self.mask_id for q, t in enumerate(rows[j])]) for j in live]
                 logits, _, _ = self.forward(state, inp, [positions[j] for j in live], "infill_predict")
                 logits[..., self.mask_id] = float("-inf")
+                best = logits.argmax(-1).tolist()
                 for b, j in enumerate(live):
-                    for q in range(verified[j], len(rows[j])):
-                        rows[j][q] = int(logits[b, q].argmax())
+                    rows[j][verified[j]:] = best[b][verified[j]:len(rows[j])]
             logits, cache, _ = self.forward(state, [pad(rows[j]) for j in live], [positions[j] for j in live],
                                             "infill_verify")
-            probs = logits.softmax(-1)
             for b, j in enumerate(live):
+                p = next_token_probs(logits[b], rows[j])  # p[v - 1]: token v's probability
                 v = min(verified[j] + 1, len(rows[j]))  # the token after the verified run always passes
-                while v < len(rows[j]) and float(probs[b, v - 1, rows[j][v]]) > self.s.token_threshold:
+                while v < len(rows[j]) and p[v - 1] > self.s.token_threshold:
                     v += 1
                 verified[j] = max(v, 1)
             live = self._drop_after_eos(live, rows, verified)
@@ -265,6 +264,15 @@ class SlotEngine:
                 self.round(state, _slots(free, self.s.slot_size))
             if state.eos_pos is not None:
                 return
+
+
+def next_token_probs(logits: torch.Tensor, tokens: Sequence[int]) -> list[float]:
+    """``out[i]``: the probability row ``i`` of ``logits`` gives ``tokens[i + 1]`` (softmax over the
+    vocabulary), for every i at once: one gather and one conversion instead of one per token."""
+    if len(tokens) < 2:
+        return []
+    idx = torch.tensor(list(tokens[1:]), dtype=torch.long, device=logits.device)
+    return logits[: len(tokens) - 1].softmax(-1).gather(-1, idx[:, None])[:, 0].tolist()
 
 
 def _slots(free: list[int], k: int) -> list[list[int]]:
