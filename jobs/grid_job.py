@@ -16,6 +16,7 @@ reaches one node's task alone is relayed to rank 0 (:mod:`jobs.preemption`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -103,11 +104,8 @@ def submit(grid: GridConfig, cluster: ClusterConfig | None = None,
 
 def run(grid: GridConfig, cluster: ClusterConfig | None = None) -> Any:
     """Run ``grid`` where its cluster config says (default ``grid.cluster``); returns its GridSummary."""
+    from jobs.driver import run_grid  # imports ray: here, so importing this module (to submit) stays light
+
     cluster = cluster or cluster_config(grid.cluster)
-
-    def here() -> Any:
-        from jobs.driver import run_grid  # lazy: a submitted job sets Ray's env before ray is imported
-
-        return run_grid(grid)
-
-    return executors.run(cluster, here=here, job=lambda: submit(grid, cluster))
+    # the dispatch calls the driver itself (no closure here: one example's path enters this module once)
+    return executors.run(cluster, here=functools.partial(run_grid, grid), job=functools.partial(submit, grid, cluster))
