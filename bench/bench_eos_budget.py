@@ -24,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from jobs.driver import _shard_task  # noqa: E402
 from jobs.plan import plan_grid  # noqa: E402
 from streamgen.config import grid_config, load  # noqa: E402
 from streamgen.models import load_decoder  # noqa: E402
@@ -46,7 +45,7 @@ def grid_requests(name: str, overrides: list[str]) -> dict[str, list]:
     plan = plan_grid(grid_config(name, overrides))
     out: dict[str, dict] = {}
     for shard in plan.shards:
-        for ex in _shard_task(plan, shard).examples:
+        for ex in plan.task(shard, "bench", "bench").examples:
             if ex.request is not None:
                 out.setdefault(shard.cell.benchmark.name, {})[ex.example_id] = ex.request
     return {b: list(reqs.values()) for b, reqs in out.items()}

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.actors import ModelActor  # noqa: E402
-from jobs.driver import GridSummary, _shard_task, run_grid  # noqa: E402
+from jobs.driver import GridSummary, run_grid  # noqa: E402
 from jobs.plan import plan_grid  # noqa: E402
 from streamgen.config import grid_config  # noqa: E402
 
@@ -65,7 +65,7 @@ def per_model_share(name: str, overrides: list[str]) -> None:
     """Each model's shards through one in-process actor (its first shard warms it up, uncounted)."""
     plan = plan_grid(grid_config(name, overrides))
     for model, cfg in plan.models.items():
-        tasks = [_shard_task(plan, sh) for sh in plan.shards if sh.cell.model.name == model]
+        tasks = [plan.task(sh, "bench", "bench") for sh in plan.shards if sh.cell.model.name == model]
         actor = ModelActor(cfg, threads=1)
         decoded = [actor.run_shard(t) for t in tasks]
         busy, fwd = sum(d.busy_s for d in decoded[1:]), sum(d.forward_wall_s for d in decoded[1:])
