@@ -255,8 +255,13 @@ def _routes(ns: str) -> str:
 
 def test_preemption_of_either_node_requeues_the_whole_job_and_resumes(tmp_path: Path, job_env: dict[str, str]) -> None:
     """First USR2 to the second node's task alone (relayed to rank 0), then scancel --signal=USR2 to all."""
+    # 12 one-example shards on 2 actors. Tiny models finish a shard in milliseconds, so a run could end
+    # before the requeue stops it (it did once in CI: attempt 1 found all 12 written and ended at once).
+    # The requests are therefore typed live at 25 chars/s: each example takes 2-9 s of real time
+    # (sleeping, not computing), about 35 s per run from scratch, far longer than a requeue takes.
     grid = grid_config("smoke", ["models=[tiny-llama]", "benchmarks=[mbpp,coedit]", "limit=3", "shard_size=1",
-                                 f"results_dir={tmp_path / 'r'}"])  # 12 one-example shards, 2 actors
+                                 "typing.chars_per_s=[25]", "typing.live_policy=every",
+                                 f"results_dir={tmp_path / 'r'}"])
     cluster = cluster_config("slurm_2nodes", [f"log_dir={tmp_path / 'logs'}"])  # timeout_min > 10: preemption
     job = grid_job.submit(grid, cluster)
     pairs = tmp_path / "r" / "pairs"
@@ -265,6 +270,7 @@ def test_preemption_of_either_node_requeues_the_whole_job_and_resumes(tmp_path: 
     os.kill(_task_pid(job.job_id, rank=1), signal.SIGUSR2)  # only nodeB's task is told
     _wait(lambda: _restarts(job.job_id) == (1, "RUNNING"), job, "the job was not requeued")
     after_first = shards()
+    assert after_first < 12, "attempt 0 finished everything before the requeue stopped it: nothing to resume"
     _wait(lambda: shards() > after_first, job, "no shard finished in attempt 1")
     done_at_second = shards()
     assert done_at_second < 12, "attempt 1 finished everything: nothing left to resume"
@@ -281,6 +287,7 @@ def test_preemption_of_either_node_requeues_the_whole_job_and_resumes(tmp_path: 
     keys = [(r["cell_id"], r["example_id"]) for r in runs]
     assert len(keys) == len(set(keys)) == 12  # every (shard, example) exactly once
     assert len({r["run_id"] for r in runs}) == 3  # rows from all three attempts, each written once
+    assert {r["live_policy"] for r in runs} == {"every"}  # typed on the real clock, as set above
     assert len(_runs(tmp_path / "r")) == 3  # and a run record from each, by its driver
     assert _final_states(job.job_id) == ["REQUEUED", "REQUEUED", "COMPLETED"]  # Slurm's own record
 
@@ -300,7 +307,8 @@ def _final_states(job_id: str, timeout_s: float = 60) -> list[str]:
 def _wait(condition: Any, job: Any, what: str, timeout_s: float = 600) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
-        assert time.monotonic() < deadline and not job.done(), what
+        assert time.monotonic() < deadline, f"{what} (waited {timeout_s:.0f} s)"
+        assert not job.done(), f"{what}: the job ended ({job.state})"
         time.sleep(0.5)
 
 
