@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs import executors, grid_job  # noqa: E402
+from jobs import executors  # noqa: E402
 from jobs.driver import run_grid  # noqa: E402
 from streamgen.config import cluster_config, grid_config  # noqa: E402
 
@@ -55,7 +55,7 @@ def measure(executor: str, root: Path) -> dict[str, float | None]:
             run_grid(grid, progress=False)
         else:
             cluster = dataclasses.replace(cluster_config(executor), log_dir=str(root / executor / "logs"))
-            job = grid_job.submit(grid, cluster)
+            job = executors.submit_grid(grid, cluster)
             executors.follow(job, poll_s=0.5)
             marks["queue_wait_s"] = _slurm_queue_wait(job.job_id) if executor == "slurm" else None
     finally:

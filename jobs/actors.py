@@ -4,7 +4,7 @@ Per example the actor runs the base run and the stream run back to back in the o
 prescribes (seeded, balanced per cell, see :mod:`jobs.shards`), so both runs see the same device
 state. It takes a work unit (:mod:`jobs.shared_work`): the shards of cells that differ only in
 acceptance/τ, whose base run and first stream step run once per example (``streamgen.shared``). A failing example becomes an error result with its traceback; the actor
-carries on. Scoring never happens here (it runs on CPU workers, :mod:`jobs.cpu_worker`).
+carries on. Scoring never happens here (it runs on CPU workers, :mod:`jobs.rows`).
 
 The actor class is plain Python; :func:`actor_options` gives the Ray resources and
 :func:`spawn_model_actor` wraps it, so tests can also run it in-process.
@@ -18,7 +18,7 @@ import os
 import socket
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +30,8 @@ from streamgen.decoding.acceptance import make_rule
 from streamgen.decoding.base import Decoder
 
 if TYPE_CHECKING:  # the driver imports this module without torch/transformers; actors import them
+    from jobs.rows import RowContext
     from streamgen.decoding.family import ModelFamily
-    from streamgen.rows import RowContext
     from streamgen.stream import PairOutcome, StreamRequest
     from streamgen.weights import LoadedModel
 
@@ -57,7 +57,7 @@ class ExampleTask:
 @dataclass(frozen=True)
 class ShardTask:
     """One shard, built once by the driver (``jobs.plan.GridPlan.task``) and carried whole: the actor
-    decodes it, a CPU worker scores it and builds its rows (``jobs.cpu_worker``)."""
+    decodes it, a CPU worker scores it and builds its rows (``jobs.rows``)."""
 
     shard: Shard
     run_id: str
@@ -73,7 +73,7 @@ class ShardTask:
 
     def row_context(self, device: str = "unknown", actor_id: str | None = None,
                     thresholds: tuple[float | None, float | None] = (None, None)) -> RowContext:
-        from streamgen.rows import RowContext
+        from jobs.rows import RowContext
 
         return RowContext(self.cell, self.run_id, self.shard.shard_id, self.code_version, device, actor_id,
                           thresholds)
@@ -141,6 +141,16 @@ def spawn_model_actor(model: ModelConfig, *, use_gpu: bool, cpus_per_actor: floa
 
     remote_cls = ray.remote(ModelActor).options(**actor_options(use_gpu=use_gpu, cpus_per_actor=cpus_per_actor))
     return remote_cls.remote(model, threads=threads)
+
+
+def spawn_actor_for(models: Mapping[str, ModelConfig], name: str, *, use_gpu: bool) -> Any:
+    """:func:`spawn_model_actor` for the model called ``name`` (the scheduler's groups are model names)."""
+    return spawn_model_actor(models[name], use_gpu=use_gpu)
+
+
+def submit_unit(actor: Any, unit: Any) -> Any:
+    """Hand a work unit's shard tasks (``jobs.scheduler.WorkUnit.payload``) to a model actor; its ref."""
+    return actor.run_unit.remote(unit.payload)
 
 
 def _pick_device() -> tuple[str, str, tuple[str, ...]]:

@@ -1,28 +1,45 @@
-"""Run a whole grid: plan and validate, skip finished shards, start Ray, hand the shards to the
-scheduler with one :class:`jobs.grid_run.GridRun` (decode on model actors, score on CPU workers, write
-each shard atomically), record the run.
+"""Run a whole grid: plan and validate, skip finished shards, start Ray, then one loop over the
+scheduler's events: a decoded unit goes to a CPU worker for scoring and rows, its rows to the writer
+(each shard atomically), a failed unit to the error count; finally record the run.
 
 ``run_grid(grid)`` works the same on this machine (it starts a loopback Ray) and inside a Slurm job
 (``grid.ray.address`` names the running cluster). It is idempotent: rerunning the same grid only
 computes the shards whose files are missing or damaged, so a preempted or killed run is resumed by
 running it again.
+
+One example's path: this loop → :mod:`jobs.scheduler` → a model actor (:mod:`jobs.actors`) decodes it;
+back here, :mod:`jobs.rows` scores it and builds its rows; here again, :mod:`jobs.writer` writes
+them. The scheduler never calls back into this module: it yields events (docs/grid.md).
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
+import functools
+import json
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.grid_run import GridAborted, GridRun, GridSummary, SandboxUnavailable, Timings, new_run_id
-from jobs.plan import plan_grid
+from jobs.actors import DecodedShard, ShardTask, spawn_actor_for, submit_unit
+from jobs.plan import GridPlan, plan_grid
 from jobs.progress import GridProgress
 from jobs.ray_env import start_ray, stop_ray
-from jobs.scheduler import Scheduler, WorkUnit
+from jobs.rows import ShardRows, failed_shard_rows, remote_score_unit
+from jobs.scheduler import Decoded, Finished, Scheduler, WorkUnit
+from jobs.shards import Shard
+from jobs.shared_work import group_shards
 from jobs.writer import ResultWriter
 from streamgen.config import GridConfig
+from streamgen.records import SCHEMA_VERSION, RunRecord
+from streamgen.version import code_version
 
 __all__ = ["GridAborted", "GridSummary", "SandboxUnavailable", "Timings", "run_grid"]
 
@@ -74,6 +91,7 @@ def _cluster_gpus() -> float:
 
 
 def _schedule(run: GridRun, grid: GridConfig, on_dispatch: Callable[[Any, WorkUnit], None] | None) -> None:
+    """The driver's loop: every unit's events, in the order they happen."""
     workers = grid.workers
     if run.use_gpu and workers > _cluster_gpus():
         workers = int(_cluster_gpus())
@@ -81,8 +99,162 @@ def _schedule(run: GridRun, grid: GridConfig, on_dispatch: Callable[[Any, WorkUn
     units = run.units()
     # a unit holds up to one shard per acceptance cell (jobs/shared_work.py): its allowance scales with it
     timeout_s = grid.shard_timeout_s * max(len(u.payload) for u in units)
-    scheduler = Scheduler(spawn=run.spawn, submit=run.submit, after=run.after, finish=run.finish,
-                          on_failed=run.on_failed, workers=workers, unit_timeout_s=timeout_s,
-                          on_dispatch=on_dispatch)
-    stats = scheduler.run(units)
-    log.info("scheduler: %s", stats)
+    scheduler = Scheduler(spawn=functools.partial(spawn_actor_for, run.plan.models, use_gpu=run.use_gpu),
+                          submit=submit_unit, workers=workers, unit_timeout_s=timeout_s, on_dispatch=on_dispatch)
+    with contextlib.closing(scheduler.run(units)) as events:  # leaving early (GridAborted) kills the actors
+        for event in events:
+            if isinstance(event, Decoded):  # decoded on an actor: score it and build its rows on a CPU worker
+                run.account(event.value)
+                scheduler.follow(event.unit, remote_score_unit(event.unit.payload, event.value))
+            elif isinstance(event, Finished):  # its rows: write each shard
+                run.finish(event.unit, event.value)
+            else:  # used up its attempts
+                run.on_failed(event.unit, event.error)
+    log.info("scheduler: %s", scheduler.stats)
+
+
+class GridAborted(RuntimeError):
+    """More examples failed than ``max_error_fraction`` allows; finished shards stay on disk."""
+
+
+class SandboxUnavailable(GridAborted):
+    """The sandbox could not run answers even after its retries: every verdict would be a quiet
+    ``error``. The shard is not written (a rerun recomputes it); finished shards stay on disk."""
+
+
+@dataclass
+class Timings:
+    """Where the wall time went (seconds; actor-side figures are summed over actors)."""
+
+    plan_s: float = 0.0
+    ray_start_s: float = 0.0
+    load_s: float = 0.0  # model loads inside actors
+    decode_s: float = 0.0  # run_unit wall on actors, model load excluded
+    forward_s: float = 0.0  # of which inside model forwards
+    decode_cpu_s: float = 0.0  # CPU time of the actors while decoding (what a quiet machine needs)
+    score_s: float = 0.0  # scoring tasks
+    write_s: float = 0.0  # result files, in the driver
+
+
+@dataclass
+class GridSummary:
+    run_id: str
+    results_dir: Path
+    shards_total: int
+    shards_skipped: int  # complete on disk before this run
+    shards_done: int = 0  # computed by this run
+    shards_failed: list[str] = field(default_factory=list)
+    examples: int = 0
+    errors: int = 0
+    excluded: int = 0
+    wall_s: float = 0.0
+    timings: Timings = field(default_factory=Timings)
+    devices: dict[str, str] = field(default_factory=dict)  # actor id → device
+    forwards_executed: int = 0  # model calls the actors executed (shared base runs / first steps once)
+
+    @property
+    def forward_share(self) -> float:
+        """Share of actor decode time spent inside model forwards."""
+        return self.timings.forward_s / self.timings.decode_s if self.timings.decode_s else float("nan")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def new_run_id() -> str:
+    return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+class GridRun:
+    """The state of one run_grid call: counters, the writer, the progress bar, the run record; the
+    driver's loop hands it each unit's events."""
+
+    def __init__(self, plan: GridPlan, todo: list[Shard], summary: GridSummary, progress: GridProgress,
+                 use_gpu: bool) -> None:
+        self.plan, self.todo, self.summary, self.progress = plan, todo, summary, progress
+        self.writer, self.use_gpu = ResultWriter(summary.results_dir), use_gpu
+        self.max_errors = plan.grid.max_error_fraction * sum(len(s) for s in todo)
+        self.started_at = _now()
+
+    def units(self) -> list[WorkUnit]:
+        """The shards to run as work units (``jobs.shared_work``); a unit's payload is its shards' tasks,
+        each built here once."""
+        out = []
+        for shards in group_shards(self.todo, share=self.plan.grid.share_work):
+            tasks = tuple(self.plan.task(s, self.summary.run_id, code_version()) for s in shards)
+            out.append(WorkUnit(shards[0].shard_id, shards[0].model_name, tasks))
+        return out
+
+    def account(self, decoded: tuple[DecodedShard, ...]) -> None:
+        """Add a decoded unit's actor-side times and model calls to the summary."""
+        t = self.summary.timings
+        for d in decoded:
+            t.load_s += d.load_s
+            t.decode_s += d.busy_s
+            t.forward_s += d.forward_wall_s
+            t.decode_cpu_s += d.cpu_s
+            self.summary.devices[d.actor_id] = d.device
+            self.summary.forwards_executed += d.forwards_executed
+
+    def finish(self, unit: WorkUnit, unit_rows: tuple[ShardRows, ...]) -> None:
+        for task, rows in zip(unit.payload, unit_rows, strict=True):
+            self._finish_shard(task, rows)
+
+    def _finish_shard(self, task: ShardTask, rows: ShardRows) -> None:
+        if rows.sandbox_errors:
+            shard: Shard = task.shard
+            raise SandboxUnavailable(
+                f"the sandbox could not run {len(rows.sandbox_errors)} answers of shard {shard.shard_id} "
+                f"({shard.cell.label}) after its retries; first: {rows.sandbox_errors[0].strip()}\n"
+                f"The shard was not written. Check the scorer here with `python -m streamgen.benchmarks "
+                f"check {shard.cell.benchmark.name} --limit 5` (is bubblewrap installed, does the "
+                f"benchmark's options.python run?), then rerun to resume.")
+        start = time.perf_counter()
+        self.writer.write_shard(task.shard, rows.pairs, rows.steps)
+        self.summary.timings.write_s += time.perf_counter() - start
+        self.summary.timings.score_s += rows.score_s
+        self._count(len(task), rows.errors, rows.excluded)
+        self.summary.shards_done += 1
+
+    def on_failed(self, unit: WorkUnit, error: str) -> None:
+        """A unit that used up its attempts: its shards are not written (a rerun retries them), their
+        examples count as errors."""
+        for task in unit.payload:
+            self.summary.shards_failed.append(task.shard.shard_id)
+            log.error("shard %s (%s) failed:\n%s", task.shard.shard_id, task.cell.label, error)
+            rows = failed_shard_rows(task, error)
+            self._count(len(task), rows.errors, 0)
+
+    def _count(self, examples: int, errors: int, excluded: int) -> None:
+        s = self.summary
+        s.examples, s.errors, s.excluded = s.examples + examples, s.errors + errors, s.excluded + excluded
+        self.progress.shard_done(examples, errors)
+        if s.errors > self.max_errors:
+            raise GridAborted(
+                f"{s.errors} examples failed, more than max_error_fraction={self.plan.grid.max_error_fraction} "
+                f"of the {sum(len(x) for x in self.todo)} to run; see error_type/error_traceback in "
+                f"{s.results_dir}/pairs (finished shards are kept; rerun to resume)")
+
+    def run_record(self, finished: bool) -> RunRecord:
+        s = self.summary
+        return RunRecord(s.run_id, self.plan.grid.name, self.plan.resolved_yaml, code_version(),
+                         socket.gethostname(), json.dumps(device_inventory(s.devices), sort_keys=True),
+                         self.started_at, _now() if finished else None, s.shards_total,
+                         s.shards_skipped + s.shards_done, s.shards_skipped, SCHEMA_VERSION, s.forwards_executed)
+
+
+def device_inventory(actor_devices: dict[str, str]) -> dict[str, Any]:
+    """Ray's nodes with their resources, and the device each model actor ran on."""
+    import ray
+
+    nodes = []
+    if ray.is_initialized():
+        for n in ray.nodes():
+            if n.get("Alive"):
+                nodes.append({"host": n.get("NodeManagerHostname"), "address": n.get("NodeManagerAddress"),
+                              "resources": {k: v for k, v in n.get("Resources", {}).items()
+                                            if not k.startswith("node:")}})
+    return {"nodes": nodes, "actors": actor_devices, "driver_cpus": os.cpu_count()}
+
+

@@ -1,6 +1,6 @@
 """A Ray cluster over one job allocation: the head on rank 0, one worker per other rank.
 
-Used by :mod:`jobs.grid_job` inside a submitit job (Slurm, local or debug executor alike):
+Used by :class:`jobs.executors.RayJob` inside a submitit job (Slurm, local or debug executor alike):
 
 - rank 0 starts ``ray start --head --block`` in its own session, publishes ``host:port`` in a file
   in the job's log folder (shared file system), waits until every node has joined, runs the driver;

@@ -9,9 +9,15 @@ actor slots, and for each slot at most one unit in flight:
 - every ``ray.wait`` / ``ray.get`` has a timeout; a unit in flight longer than ``unit_timeout_s``
   gets its actor killed;
 - a unit whose actor died (killed, crashed, OOM) or whose follow-up failed goes back to the front
-  of its queue with ``attempts + 1``; past ``max_attempts`` it is handed to ``on_failed``;
-- a finished unit may return a follow-up ref (its scoring task); the unit counts as done only when
-  ``finish`` has run on the follow-up's value, so nothing is written twice or lost.
+  of its queue with ``attempts + 1``; past ``max_attempts`` it comes out as a ``Failed`` event;
+- the caller pulls what happens as events from :meth:`Scheduler.run`: :class:`Decoded` (an actor's
+  value; the caller may hand back a follow-up ref, e.g. its scoring task, with :meth:`Scheduler.follow`),
+  :class:`Finished` (the follow-up's value) and :class:`Failed`. A unit with a follow-up counts as done
+  only once its ``Finished`` has been handled, so nothing is written twice or lost; a failed follow-up
+  sends the unit back to its queue.
+
+The caller's loop reads top to bottom (``for event in scheduler.run(units)``) and its code is never
+called from here, so one example's path enters the driver once.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,25 +66,46 @@ class SchedulerStats:
     actor_busy_s: float = 0.0
 
 
-class Scheduler:
-    """Runs :class:`WorkUnit` s on actors made by ``spawn(group)`` through ``submit(actor, unit)``.
+@dataclass(frozen=True)
+class Decoded:
+    """An actor finished ``unit`` with ``value``. Unless the caller hands back a follow-up for it
+    (:meth:`Scheduler.follow`) while handling this event, the unit is done."""
 
-    ``after(unit, value) -> ref | None`` starts a follow-up (e.g. scoring) whose value goes to
-    ``finish(unit, value)``; with ``after=None`` the actor's value goes to ``finish`` directly.
-    ``on_failed(unit, error_text)`` receives units that used up ``max_attempts``.
-    """
+    unit: WorkUnit
+    value: Any
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The follow-up of ``unit`` finished with ``value``: the unit is done."""
+
+    unit: WorkUnit
+    value: Any
+
+
+@dataclass(frozen=True)
+class Failed:
+    """``unit`` used up its attempts; ``error`` holds every attempt's error, one per line."""
+
+    unit: WorkUnit
+    error: str
+
+
+Event = Decoded | Finished | Failed
+
+
+class Scheduler:
+    """Runs :class:`WorkUnit` s on actors made by ``spawn(group)`` through ``submit(actor, unit)``;
+    :meth:`run` yields what happens (:data:`Event`) to the caller's loop."""
 
     def __init__(self, *, spawn: Callable[[str], Any], submit: Callable[[Any, WorkUnit], Any], workers: int,
-                 finish: Callable[[WorkUnit, Any], None], on_failed: Callable[[WorkUnit, str], None],
-                 after: Callable[[WorkUnit, Any], Any] | None = None, max_attempts: int = 3,
-                 poll_s: float = 0.5, unit_timeout_s: float = 1800.0, load_timeout_s: float = 900.0,
-                 get_timeout_s: float = 60.0, spawn_min_units: int = 2,
+                 max_attempts: int = 3, poll_s: float = 0.5, unit_timeout_s: float = 1800.0,
+                 load_timeout_s: float = 900.0, get_timeout_s: float = 60.0, spawn_min_units: int = 2,
                  on_dispatch: Callable[[Any, WorkUnit], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if workers < 1:
             raise ValueError(f"workers={workers} must be ≥ 1")
-        self.spawn, self.submit, self.after = spawn, submit, after
-        self.finish, self.on_failed, self.on_dispatch = finish, on_failed, on_dispatch
+        self.spawn, self.submit, self.on_dispatch = spawn, submit, on_dispatch
         self.max_attempts, self.poll_s = max_attempts, poll_s
         self.unit_timeout_s, self.load_timeout_s = unit_timeout_s, load_timeout_s
         self.get_timeout_s, self.clock, self.spawn_min_units = get_timeout_s, clock, spawn_min_units
@@ -86,20 +113,30 @@ class Scheduler:
         self.queues: dict[str, deque[WorkUnit]] = {}
         self.followups: dict[Any, WorkUnit] = {}
         self.stats = SchedulerStats()
+        self._handed: WorkUnit | None = None  # the unit of the Decoded event being handled
 
     # ------------------------------------------------------------------ public
-    def run(self, units: Sequence[WorkUnit]) -> SchedulerStats:
+    def run(self, units: Sequence[WorkUnit]) -> Generator[Event, None, None]:
+        """Run every unit; yield each event as it happens. Leaving the loop early (an exception in the
+        caller, ``close()``) kills every actor."""
         for u in units:
             self.queues.setdefault(u.group, deque()).append(u)
         try:
             while self._pending():
                 self._fill_slots()
-                self._wait_once()
+                yield from self._wait_once()
                 self._check_timeouts()
         finally:
             for slot in self.slots:
                 self._retire(slot)
-        return self.stats
+
+    def follow(self, unit: WorkUnit, ref: Any) -> None:
+        """While handling ``Decoded(unit, …)``: ``unit`` is done only once ``ref`` (e.g. its scoring
+        task) has finished and its :class:`Finished` event has been handled."""
+        if unit is not self._handed:
+            raise ValueError(f"follow({unit.key}) outside the handling of its Decoded event")
+        self.followups[ref] = unit
+        self._handed = None
 
     # ------------------------------------------------------------------ loop steps
     def _pending(self) -> bool:
@@ -138,7 +175,7 @@ class Scheduler:
         if self.on_dispatch is not None:
             self.on_dispatch(slot.actor, unit)
 
-    def _wait_once(self) -> None:
+    def _wait_once(self) -> Iterator[Event]:
         refs = [s.ref for s in self.slots if s.unit is not None] + list(self.followups)
         if not refs:
             return
@@ -147,11 +184,11 @@ class Scheduler:
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
         for ref in ready:
             if ref in self.followups:
-                self._followup_ready(ref)
+                yield from self._followup_ready(ref)
             else:
-                self._actor_ready(next(s for s in self.slots if s.ref is not None and s.ref == ref))
+                yield from self._actor_ready(next(s for s in self.slots if s.ref is not None and s.ref == ref))
 
-    def _actor_ready(self, slot: _Slot) -> None:
+    def _actor_ready(self, slot: _Slot) -> Iterator[Event]:
         unit, ref = slot.unit, slot.ref
         assert unit is not None
         self.stats.actor_busy_s += self.clock() - slot.since
@@ -162,40 +199,34 @@ class Scheduler:
             self.stats.actor_deaths += 1
             log.warning("actor for %s died running %s: %s", slot.group, unit.key, _first_line(exc))
             slot.actor = None  # a dead actor is never picked again; the slot restarts one
-            self._requeue(unit, f"actor died: {_first_line(exc)}")
+            yield from self._requeue(unit, f"actor died: {_first_line(exc)}")
             return
         except (RayError, GetTimeoutError) as exc:
-            self._requeue(unit, f"{type(exc).__name__}: {_first_line(exc)}")
+            yield from self._requeue(unit, f"{type(exc).__name__}: {_first_line(exc)}")
             return
-        self._advance(unit, value)
+        self._handed = unit
+        yield Decoded(unit, value)
+        if self._handed is unit:  # no follow-up was handed back: done
+            self._handed = None
+            self.stats.units_done += 1
 
-    def _advance(self, unit: WorkUnit, value: Any) -> None:
-        follow = self.after(unit, value) if self.after is not None else None
-        if follow is None:
-            self._finish(unit, value)
-        else:
-            self.followups[follow] = unit
-
-    def _followup_ready(self, ref: Any) -> None:
+    def _followup_ready(self, ref: Any) -> Iterator[Event]:
         unit = self.followups.pop(ref)
         try:
             value = ray.get(ref, timeout=self.get_timeout_s)
         except (RayError, GetTimeoutError) as exc:
-            self._requeue(unit, f"follow-up failed: {type(exc).__name__}: {_first_line(exc)}")
+            yield from self._requeue(unit, f"follow-up failed: {type(exc).__name__}: {_first_line(exc)}")
             return
-        self._finish(unit, value)
-
-    def _finish(self, unit: WorkUnit, value: Any) -> None:
-        self.finish(unit, value)
+        yield Finished(unit, value)
         self.stats.units_done += 1
 
-    def _requeue(self, unit: WorkUnit, error: str) -> None:
+    def _requeue(self, unit: WorkUnit, error: str) -> Iterator[Event]:
         unit.attempts += 1
         unit.errors.append(error)
         if unit.attempts >= self.max_attempts:
             log.error("%s failed %d times; giving up on it: %s", unit.key, unit.attempts, error)
             self.stats.units_failed += 1
-            self.on_failed(unit, "\n".join(unit.errors))
+            yield Failed(unit, "\n".join(unit.errors))
             return
         self.stats.requeues += 1
         self.queues.setdefault(unit.group, deque()).appendleft(unit)

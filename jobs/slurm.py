@@ -2,7 +2,7 @@
 
 The dispatch (local / debug / slurm), the checks before submitting and following a job are
 :mod:`jobs.executors`; what the partition offers and why a request can never run is
-:mod:`jobs.slurm_inventory`; the grid's job is :mod:`jobs.grid_job`.
+:mod:`jobs.slurm_inventory`; the grid's job is :class:`jobs.executors.RayJob`.
 
 Preemption and time limits: jobs are ``submitit.helpers.Checkpointable`` and submitted with
 ``--requeue``; on SIGUSR2 submitit calls the job's ``checkpoint``, which resubmits it unchanged.

@@ -96,7 +96,7 @@ def cell_label(model: str, benchmark: str, acceptance: str, tau: float | None, v
 @dataclass(frozen=True)
 class Cell:
     """One (model, benchmark, acceptance/τ, verifier mode, decode settings) combination: built once from
-    the grid (``jobs.shards.expand_cells``) and carried whole from shard to row (``streamgen.rows``)."""
+    the grid (``jobs.shards.expand_cells``) and carried whole from shard to row (``jobs.rows``)."""
 
     model: ModelConfig
     benchmark: BenchmarkConfig

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from jobs.rows import RowContext
 from streamgen.cells import Cell
 from streamgen.config import TypingConfig, benchmark_config, model_config
-from streamgen.rows import RowContext
 
 
 def row_context(model: str = "tiny-llama", benchmark: str = "humaneval", acceptance: str = "greedy",

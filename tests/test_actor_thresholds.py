@@ -3,10 +3,10 @@ change what is decoded, and land in the rows (``pairs.slot_threshold`` / ``pairs
 
 from __future__ import annotations
 
+from jobs.rows import outcome_rows
 from streamgen.benchmarks import Example
 from streamgen.cells import Cell
 from streamgen.config import benchmark_config, model_config
-from streamgen.rows import outcome_rows
 from streamgen.stream import StreamRequest
 
 REQ = StreamRequest("e1", (), ("Write a function that adds two numbers. ", "Use type hints."))

@@ -16,8 +16,8 @@ import torch
 
 from analysis.tables import build_tables
 from jobs.actors import ModelActor
-from jobs.cpu_worker import score_shard
 from jobs.plan import plan_grid
+from jobs.rows import score_shard
 from jobs.writer import ResultWriter
 from streamgen.adapt.config import LoraSettings
 from streamgen.adapt.merge import adapted_config, merged_model, save_model_folder, write_model_yaml

@@ -17,12 +17,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis.tables import build_tables
+from jobs.rows import draft_fingerprint, outcome_rows
 from streamgen.benchmarks import Score
 from streamgen.config import model_config
 from streamgen.decoding.acceptance import Greedy, Threshold
 from streamgen.models import load_decoder
 from streamgen.records import PairRecord, StepRecord
-from streamgen.rows import draft_fingerprint, outcome_rows
 from streamgen.scoring.metrics import best_token_f1
 from streamgen.stream import StreamRequest, run_pair
 from tests.analysis_fixtures import RecordSet, record_sets, write_record_set

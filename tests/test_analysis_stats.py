@@ -308,11 +308,11 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
     not on hand-made fixtures: constant keeps every draft token, EOS included (accepted == draft), so
     the keep-all share is 100 % and the residual sits at the family floor; lastsegment keeps none;
     prefix keeps exactly k, a part."""
+    from jobs.rows import outcome_rows
     from streamgen.benchmarks import Score
     from streamgen.config import model_config
     from streamgen.decoding.acceptance import Greedy
     from streamgen.models import load_decoder
-    from streamgen.rows import outcome_rows
     from streamgen.scripted import SCRIPTS
     from streamgen.stream import StreamRequest, run_pair
     from tests.row_support import row_context

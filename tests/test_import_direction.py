@@ -147,6 +147,15 @@ def test_no_import_cycle_among_streamgen_modules() -> None:
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
+def test_no_import_cycle_among_jobs_modules() -> None:
+    """The driver side too: the scheduler yields events instead of calling the driver back, and the
+    row builder (jobs.rows) names the actor's task types for annotations only."""
+    graph = import_graph(package="jobs")
+    assert "jobs.rows" in graph["jobs.driver"] and "jobs.scheduler" in graph["jobs.driver"]
+    assert not graph["jobs.scheduler"] & set(graph), "the scheduler imports nothing of jobs/"
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
 def test_no_decoder_module_imports_the_registry() -> None:
     graph = streamgen_graph()
     bad = [m for m in graph if m.startswith("streamgen.decoding.") and "streamgen.models" in graph[m]]

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from jobs.rows import outcome_rows
 from streamgen.config import TypingConfig, model_config
 from streamgen.costmodel import LinearCost
 from streamgen.decoding.acceptance import Greedy
@@ -18,7 +19,6 @@ from streamgen.decoding.meter import ForwardMeter
 from streamgen.live import LiveSettings, run_stream_live
 from streamgen.models import load_decoder
 from streamgen.policies import Policy, StepFacts, evaluate
-from streamgen.rows import outcome_rows
 from streamgen.stream import StreamRequest, run_pair
 from streamgen.timeline import TypingModel, arrival_times
 from tests.row_support import row_context

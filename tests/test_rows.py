@@ -1,4 +1,4 @@
-"""The one row builder (streamgen/rows.py): identity columns from the cell, nulls derived from the
+"""The one row builder (jobs/rows.py): identity columns from the cell, nulls derived from the
 records, one spelling of the cell label from the grid to the nightly comparison."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import dataclasses
 import pytest
 
 from analysis.regression import cell_key
+from jobs.rows import RowContext, error_rows, excluded_rows
 from streamgen.cells import Cell, cell_label, settings_json
 from streamgen.config import TypingConfig, benchmark_config, model_config
 from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord
-from streamgen.rows import RowContext, error_rows, excluded_rows
 
 OWN = {"example_id", "n_segments", "excluded_reason", "error_type", "error_traceback"}
 

@@ -13,7 +13,7 @@ ray = pytest.importorskip("ray")
 
 from jobs.actors import actor_options  # noqa: E402
 from jobs.ray_env import start_ray, stop_ray  # noqa: E402
-from jobs.scheduler import Scheduler, WorkUnit  # noqa: E402
+from jobs.scheduler import Decoded, Finished, Scheduler, WorkUnit  # noqa: E402
 from streamgen.config import RayConfig  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -40,18 +40,40 @@ class Toy:
         return {"key": key, "group": self.group, "pid": os.getpid(), "gpus": tuple(ray.get_gpu_ids())}
 
 
-def _scheduler(workers: int, *, use_gpu: bool = False, **kw: Any) -> tuple[Scheduler, list, list]:
-    done: list[tuple[WorkUnit, Any]] = []
-    failed: list[tuple[WorkUnit, str]] = []
+class Loop:
+    """The caller's loop over the scheduler's events, written the way the driver writes it."""
+
+    def __init__(self, sched: Scheduler, after: Any = None) -> None:
+        self.sched, self.after = sched, after
+        self.done: list[tuple[WorkUnit, Any]] = []
+        self.failed: list[tuple[WorkUnit, str]] = []
+        self.events: list[str] = []
+
+    def run(self, units: list[WorkUnit]) -> Any:
+        for event in self.sched.run(units):
+            self.events.append(f"{type(event).__name__} {event.unit.key}")
+            if isinstance(event, Decoded):
+                if self.after is None:
+                    self.done.append((event.unit, event.value))
+                else:
+                    self.sched.follow(event.unit, self.after(event.unit, event.value))
+            elif isinstance(event, Finished):
+                self.done.append((event.unit, event.value))
+            else:
+                self.failed.append((event.unit, event.error))
+        return self.sched.stats
+
+
+def _scheduler(workers: int, *, use_gpu: bool = False, after: Any = None, **kw: Any) -> tuple[Loop, list, list]:
     opts = actor_options(use_gpu=use_gpu, cpus_per_actor=0.5)
 
     def spawn(group: str) -> Any:
         return ray.remote(Toy).options(**opts).remote(group)
 
     sched = Scheduler(spawn=spawn, submit=lambda a, u: a.run.remote(u.key, u.payload), workers=workers,
-                      finish=lambda u, v: done.append((u, v)), on_failed=lambda u, e: failed.append((u, e)),
                       poll_s=0.2, get_timeout_s=30, **kw)
-    return sched, done, failed
+    loop = Loop(sched, after)
+    return loop, loop.done, loop.failed
 
 
 def _units(groups: dict[str, int], payload: Any = 0.05) -> list[WorkUnit]:
@@ -59,8 +81,8 @@ def _units(groups: dict[str, int], payload: Any = 0.05) -> list[WorkUnit]:
 
 
 def test_every_unit_once_with_model_affinity() -> None:
-    sched, done, failed = _scheduler(1)
-    stats = sched.run(_units({"A": 3, "B": 3}))
+    loop, done, failed = _scheduler(1)
+    stats = loop.run(_units({"A": 3, "B": 3}))
     assert sorted(u.key for u, _ in done) == sorted(u.key for u in _units({"A": 3, "B": 3}))
     assert not failed
     assert stats.actor_starts == 2  # one load per model, not per unit
@@ -77,9 +99,9 @@ def test_killed_actor_mid_run_requeues_its_unit_exactly_once() -> None:
         if dispatched["n"] == 2:
             ray.kill(actor, no_restart=True)
 
-    sched, done, failed = _scheduler(2, on_dispatch=kill_second)
+    loop, done, failed = _scheduler(2, on_dispatch=kill_second)
     units = _units({"A": 4, "B": 2}, payload=0.3)
-    stats = sched.run(units)
+    stats = loop.run(units)
     keys = [u.key for u, _ in done]
     assert sorted(keys) == sorted(u.key for u in units) and len(set(keys)) == len(keys)
     assert not failed
@@ -88,9 +110,9 @@ def test_killed_actor_mid_run_requeues_its_unit_exactly_once() -> None:
 
 
 def test_retries_are_bounded_and_the_rest_finishes() -> None:
-    sched, done, failed = _scheduler(1, max_attempts=2)
+    loop, done, failed = _scheduler(1, max_attempts=2)
     units = [WorkUnit("bad", "A", "crash"), *_units({"A": 2})]
-    stats = sched.run(units)
+    stats = loop.run(units)
     assert [u.key for u, _ in failed] == ["bad"]
     assert failed[0][0].attempts == 2 and "actor died" in failed[0][1]
     assert sorted(u.key for u, _ in done) == ["A-0", "A-1"]
@@ -99,15 +121,15 @@ def test_retries_are_bounded_and_the_rest_finishes() -> None:
 
 def test_a_unit_over_its_timeout_gets_its_actor_killed() -> None:
     # The first unit on a fresh actor also gets load_timeout_s for the actor's start and model load.
-    sched, done, failed = _scheduler(1, max_attempts=1, unit_timeout_s=2.0, load_timeout_s=8.0)
-    sched.run([WorkUnit("slow", "A", 60.0), *_units({"A": 1})])
+    loop, done, failed = _scheduler(1, max_attempts=1, unit_timeout_s=2.0, load_timeout_s=8.0)
+    loop.run([WorkUnit("slow", "A", 60.0), *_units({"A": 1})])
     assert [u.key for u, _ in failed] == ["slow"]
     assert [u.key for u, _ in done] == ["A-0"]
 
 
 def test_gpu_actors_each_get_their_own_gpu() -> None:
-    sched, done, failed = _scheduler(2, use_gpu=True)
-    sched.run(_units({"A": 2, "B": 2}, payload=0.5))
+    loop, done, failed = _scheduler(2, use_gpu=True)
+    loop.run(_units({"A": 2, "B": 2}, payload=0.5))
     assert not failed
     gpus_by_pid = {v["pid"]: v["gpus"] for _, v in done}
     assert all(len(g) == 1 for g in gpus_by_pid.values())
@@ -120,9 +142,53 @@ def test_follow_up_value_is_what_finish_sees() -> None:
     def double(v: dict[str, Any]) -> str:
         return v["key"] * 2
 
-    sched, done, failed = _scheduler(1, after=lambda u, v: double.remote(v))
-    sched.run(_units({"A": 2}))
+    loop, done, failed = _scheduler(1, after=lambda u, v: double.remote(v))
+    stats = loop.run(_units({"A": 2}))
     assert sorted(v for _, v in done) == ["A-0A-0", "A-1A-1"]
+    assert sorted(loop.events) == ["Decoded A-0", "Decoded A-1", "Finished A-0", "Finished A-1"]
+    assert stats.units_done == 2  # counted once each, when the follow-up's value was handled
+
+
+def test_a_failed_follow_up_sends_its_unit_back_to_an_actor() -> None:
+    @ray.remote(num_cpus=0.5, max_retries=0)
+    def flaky(v: dict[str, Any], fail: bool) -> str:
+        if fail:
+            raise RuntimeError("scoring broke")
+        return v["key"]
+
+    seen: Counter[str] = Counter()
+
+    def after(u: WorkUnit, v: dict[str, Any]) -> Any:
+        seen[u.key] += 1
+        return flaky.remote(v, seen[u.key] == 1)  # the first follow-up of each unit fails
+
+    loop, done, failed = _scheduler(1, after=after)
+    stats = loop.run(_units({"A": 2}))
+    assert sorted(v for _, v in done) == ["A-0", "A-1"] and not failed
+    assert loop.events.count("Decoded A-0") == 2 and loop.events.count("Finished A-0") == 1  # decoded again
+    assert stats.requeues == 2 and stats.units_done == 2
+    assert all(u.attempts == 1 and "follow-up failed" in u.errors[0] for u, _ in done)
+
+
+def test_leaving_the_loop_early_kills_every_actor() -> None:
+    sched = Scheduler(spawn=lambda g: ray.remote(Toy).options(num_cpus=0.5).remote(g),
+                      submit=lambda a, u: a.run.remote(u.key, u.payload), workers=2, poll_s=0.2)
+    with pytest.raises(RuntimeError, match="the caller gave up"):
+        for event in sched.run(_units({"A": 2, "B": 2}, payload=0.2)):
+            assert isinstance(event, Decoded)
+            actors = [s.actor for s in sched.slots]
+            raise RuntimeError("the caller gave up")  # e.g. the driver's error budget is spent
+    assert all(s.actor is None for s in sched.slots)
+    for actor in actors:
+        if actor is not None:
+            with pytest.raises(ray.exceptions.RayActorError):
+                ray.get(actor.run.remote("after", 0.0), timeout=30)
+
+
+def test_follow_is_only_for_the_decoded_unit_being_handled() -> None:
+    sched = Scheduler(spawn=lambda g: None, submit=lambda a, u: None, workers=1)
+    with pytest.raises(ValueError, match="outside the handling of its Decoded event"):
+        sched.follow(WorkUnit("x", "A", 0), object())
 
 
 def test_gpu_options() -> None:

@@ -4,7 +4,7 @@ first stream step per example serve every (acceptance, τ) cell, and the rows ar
 Scripted ``calibrated`` models of all four families (streamgen/scripted.py: answer probabilities
 0.99, 0.95, 0.8, 0.6, 0.3, …), so greedy, τ=0.5 and τ=0.9 keep different draft lengths and the cells'
 streams diverge after the shared first step. The actor runs in-process (no Ray); the rows come from
-the CPU worker's own builder (``jobs.cpu_worker.score_unit``).
+the CPU worker's own builder (``jobs.rows.score_unit``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 
 from bench.compare_results import comparable
 from jobs.actors import ModelActor
-from jobs.cpu_worker import ShardRows, score_unit
 from jobs.plan import GridPlan, plan_grid
+from jobs.rows import ShardRows, score_unit
 from jobs.shared_work import group_shards
 from streamgen.config import grid_config
 

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import executors, grid_job
+from jobs import executors
 from streamgen.config import REPO_ROOT, ConfigError, GridConfig, cluster_config, grid_config
 from tests.analysis_fixtures import read_pairs
 
@@ -81,7 +81,7 @@ def _job_ids() -> set[str]:
 
 def test_job_gets_cpus_and_gpus_from_slurm(tmp_path: Path, job_env: dict[str, str]) -> None:
     cluster = cluster_config("slurm", ["gpus_per_node=2", "cpus_per_task=2", f"log_dir={tmp_path / 'logs'}"])
-    job = grid_job.submit(GridConfig(), cluster, task=_ray_resources)
+    job = executors.submit_grid(GridConfig(), cluster, task=_ray_resources)
     resources = executors.follow(job, poll_s=1.0)
     assert resources["CPU"] == 2.0 and resources["GPU"] == 2.0
     assert resources["cuda_visible"] == "0,1"  # Slurm bound both fake GPUs to the job
@@ -107,10 +107,10 @@ def test_more_gpus_than_the_cluster_has_is_refused_before_anything_runs(
     assert "set gpus_per_node=2 or fewer" in proc.stderr and "nothing was submitted" in proc.stderr
     assert _job_ids() == before and not (tmp_path / "r").exists()
     with pytest.raises(ConfigError, match="gpus_per_node=3"):  # the library call refuses the same way
-        grid_job.submit(grid_config("smoke"), cluster_config("slurm", ["gpus_per_node=3"]))
+        executors.submit_grid(grid_config("smoke"), cluster_config("slurm", ["gpus_per_node=3"]))
     for overrides, fix in ((["nodes=3"], "set nodes=2 or fewer"), (["gpus_per_node=3"], "set gpus_per_node=2")):
         with pytest.raises(ConfigError, match=fix):  # the multi-node example, asking for too much
-            grid_job.submit(grid_config("smoke"), cluster_config("slurm_2nodes", overrides))
+            executors.submit_grid(grid_config("smoke"), cluster_config("slurm_2nodes", overrides))
     assert _job_ids() == before
 
 
@@ -263,7 +263,7 @@ def test_preemption_of_either_node_requeues_the_whole_job_and_resumes(tmp_path: 
                                  "typing.chars_per_s=[25]", "typing.live_policy=every",
                                  f"results_dir={tmp_path / 'r'}"])
     cluster = cluster_config("slurm_2nodes", [f"log_dir={tmp_path / 'logs'}"])  # timeout_min > 10: preemption
-    job = grid_job.submit(grid, cluster)
+    job = executors.submit_grid(grid, cluster)
     pairs = tmp_path / "r" / "pairs"
     shards = lambda: len(list(pairs.glob("**/*.parquet")))  # noqa: E731
     _wait(lambda: shards() >= 1, job, "no shard finished in attempt 0")

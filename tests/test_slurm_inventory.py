@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from jobs import executors, grid_job, slurm_inventory
+from jobs import executors, slurm_inventory
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, cluster_config, grid_config
 from tests.analysis_fixtures import read_pairs
 
@@ -96,7 +96,7 @@ def test_submit_refuses_before_queueing(tmp_path) -> None:
     have = slurm_inventory.local_gpu_count()
     c = dataclasses.replace(cluster_config("debug"), gpus_per_node=have + 1, log_dir=str(tmp_path / "logs"))
     with pytest.raises(ConfigError, match=f"gpus_per_node={have + 1} but this machine has {have} GPU"):
-        grid_job.submit(GridConfig(), c, task=print)
+        executors.submit_grid(GridConfig(), c, task=print)
     assert not (tmp_path / "logs").exists()
 
 
@@ -107,7 +107,7 @@ def test_debug_executor_takes_the_same_path(tmp_path, monkeypatch: pytest.Monkey
     grid = dataclasses.replace(grid_config("smoke", ["models=[tiny-llama]", "limit=1", "benchmarks=[mbpp]",
                                                   "acceptance=[greedy]"]),
                                results_dir=str(tmp_path / "r"))
-    summary = grid_job.run(grid, dataclasses.replace(cluster_config("debug"), log_dir=str(tmp_path / "logs")))
+    summary = executors.run_grid_on_cluster(grid, dataclasses.replace(cluster_config("debug"), log_dir=str(tmp_path / "logs")))
     assert summary.shards_done == 1 and summary.shards_total == 1
     assert len(read_pairs(tmp_path / "r")) == 1
     assert list((tmp_path / "logs").glob("*/*_ray_head.log"))  # the job started its own Ray head

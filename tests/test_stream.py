@@ -6,13 +6,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jobs.rows import error_rows, excluded_rows, outcome_rows
 from streamgen.benchmarks import Score
 from streamgen.config import ConfigError, model_config
 from streamgen.decoding.acceptance import Greedy, Threshold
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.models import load_decoder
 from streamgen.records import PAIRS_SCHEMA, STEPS_SCHEMA, PairRecord, StepRecord, to_table
-from streamgen.rows import error_rows, excluded_rows, outcome_rows
 from streamgen.stream import PairOutcome, RequestError, StreamRequest, run_pair
 from tests.row_support import row_context
 

@@ -100,10 +100,10 @@ def evaluate(cfg: AdaptConfig) -> int:
     from analysis.render import markdown
     from analysis.report import ADAPT
     from analysis.tables import build_tables
-    from jobs.grid_job import run
+    from jobs.executors import run_grid_on_cluster
 
     grid = eval_grid(cfg)
-    summary = run(grid)
+    summary = run_grid_on_cluster(grid)
     table = build_tables(grid.results_dir, ["adaptation"])["adaptation"]
     print(f"\nTable 3 — {cfg.model} → {cfg.adapted_name} ({cfg.variant}), results in {grid.results_dir}\n")
     print(markdown(table, ADAPT, blank_repeats="setting") if table.num_rows else "(no matched cells)")

@@ -100,9 +100,9 @@ def main(argv: Sequence[str]) -> int:
 
             print(plan_dry_run(grid))
             return 0
-        from jobs.grid_job import run
+        from jobs.executors import run_grid_on_cluster
 
-        summary = run(grid)
+        summary = run_grid_on_cluster(grid)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

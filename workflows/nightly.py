@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, not another install
 
 from analysis import regression  # noqa: E402
-from jobs.grid_job import run  # noqa: E402
+from jobs.executors import run_grid_on_cluster  # noqa: E402
 from streamgen.config import REPO_ROOT, ConfigError, GridConfig, grid_config, to_yaml  # noqa: E402
 from streamgen.version import code_version  # noqa: E402
 
@@ -63,7 +63,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def fresh_run(grid: GridConfig) -> Path:
     """Run the grid into a new ``<results_dir>/<UTC time>/`` (never resume: the nightly recomputes)."""
     out = Path(grid.results_dir) / f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S%fZ}"
-    summary = run(dataclasses.replace(grid, results_dir=str(out)))
+    summary = run_grid_on_cluster(dataclasses.replace(grid, results_dir=str(out)))
     if getattr(summary, "shards_failed", None):  # their examples are missing: the comparison names them
         log.error("%d shard(s) failed: %s; see the log above", len(summary.shards_failed), summary.shards_failed)
     return out
