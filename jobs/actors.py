@@ -28,6 +28,7 @@ from streamgen.cells import Cell
 from streamgen.config import ModelConfig
 from streamgen.decoding.acceptance import make_rule
 from streamgen.decoding.base import Decoder
+from streamgen.decoding.meter import MeterReading
 
 if TYPE_CHECKING:  # the driver imports this module without torch/transformers; actors import them
     from jobs.rows import RowContext
@@ -90,7 +91,7 @@ class ExampleResult:
     error_traceback: str | None = None
     wall_s: float = 0.0  # both runs, end to end (a shared base run / step 1 counts where it ran)
     forward_wall_s: float = 0.0  # inside the model forwards this pair executed (shared ones once)
-    forwards_executed: int = 0  # model calls this pair executed (shared ones once; errors: 0)
+    forwards_executed: int = 0  # model calls this pair executed (shared ones once; a failed pair: those before it raised)
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,8 @@ class ModelActor:
         except Exception as exc:  # noqa: BLE001 — a failing example becomes a row, the shard goes on
             return [self._failed(e, exc, 0.0) for e in exs]
         for j in order:
-            results[j] = self._attempt(exs[j], lambda j=j: shared.pair(rules[j], base_first=exs[j].base_first))
+            results[j] = self._attempt(exs[j], lambda j=j: shared.pair(rules[j], base_first=exs[j].base_first),
+                                       decoder)
         return [results[j] for j in range(len(exs))]
 
     def _run_live(self, decoder: Decoder, rule: Any, ex: ExampleTask, live: Any) -> ExampleResult:
@@ -254,28 +256,39 @@ class ModelActor:
             outcome = run_pair(decoder, ex.request, rule, base_first=ex.base_first, live=live)
             return outcome, Executed(_forwards(outcome), _forward_wall(outcome))
 
-        return self._attempt(ex, pair)
+        return self._attempt(ex, pair, decoder)
 
-    def _attempt(self, ex: ExampleTask, pair: Callable[[], tuple[PairOutcome, Any]]) -> ExampleResult:
-        start = time.perf_counter()
+    def _attempt(self, ex: ExampleTask, pair: Callable[[], tuple[PairOutcome, Any]], decoder: Decoder) -> ExampleResult:
+        """One pair; if it raises, its row still carries the model calls it made before raising (read
+        from the decoder's meter), so ``forwards_executed`` is the work the actor really did."""
+        start, before = time.perf_counter(), _meter_reading(decoder)
         try:
             outcome, done = pair()
         except Exception as exc:  # noqa: BLE001 — a failing example becomes a row, the shard goes on
-            return self._failed(ex, exc, time.perf_counter() - start)
+            after = _meter_reading(decoder)
+            spent = after - before if after is not None and before is not None else None
+            return self._failed(ex, exc, time.perf_counter() - start, spent)
         return ExampleResult(ex.example_id, ex.base_first, outcome, None, None, time.perf_counter() - start,
                              done.forward_wall_s, done.forwards)
 
-    def _failed(self, ex: ExampleTask, exc: Exception, wall_s: float) -> ExampleResult:
+    def _failed(self, ex: ExampleTask, exc: Exception, wall_s: float, spent: MeterReading | None = None) -> ExampleResult:
         if is_fatal_device_error(exc):
             # A CUDA error poisons the process: exit so the scheduler re-queues the shard on a
             # fresh actor, rather than recording errors from a broken device (ray PR #60145).
             log.error("device error in example %s, exiting the actor: %s", ex.example_id, exc)
             os._exit(1)
         log.warning("example %s failed: %s", ex.example_id, exc)
-        return ExampleResult(ex.example_id, ex.base_first, None, type(exc).__name__, traceback.format_exc(), wall_s)
+        return ExampleResult(ex.example_id, ex.base_first, None, type(exc).__name__, traceback.format_exc(), wall_s,
+                             spent.forward_wall_s if spent else 0.0, spent.forwards if spent else 0)
 
     def pid(self) -> int:
         return os.getpid()
+
+
+def _meter_reading(decoder: Decoder) -> MeterReading | None:
+    """The decoder's forward meter totals now (every family's decoder carries one); None without one."""
+    meter = getattr(decoder, "meter", None)
+    return meter.reading() if meter is not None else None
 
 
 def _load_weights(cfg: ModelConfig, device: str) -> tuple[ModelFamily, LoadedModel]:

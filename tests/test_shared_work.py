@@ -148,3 +148,37 @@ def test_each_cells_recorded_run_order_is_what_ran(plan: GridPlan, monkeypatch: 
             reordered += orders != sorted(orders)  # a base-first cell precedes a stream-first one in the unit
     assert not events
     assert reordered, "no example had a base-first cell before a stream-first one: the reordering was not exercised"
+
+
+def test_a_pair_that_raises_keeps_the_model_calls_it_made(plan: GridPlan, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An example whose stream raises after running is an error row, and ``forwards_executed`` still holds
+    the calls made before the raise: its base run if that ran first, plus every stream step it took."""
+    from streamgen import shared
+
+    base_run, stream = shared.SharedExample._base_run, shared.SharedExample._stream
+    ran: dict[str, list[int]] = {}
+
+    def spy_base(self: Any, done: Any) -> Any:
+        base, done = base_run(self, done)
+        ran.setdefault(self.request.example_id, []).append(base.forwards)
+        return base, done
+
+    def raising_stream(self: Any, rule: Any, done: Any) -> Any:
+        steps, done = stream(self, rule, done)
+        ran.setdefault(self.request.example_id, []).extend(s.answer.forwards for s in steps)
+        raise RuntimeError("raised after the stream ran")
+
+    monkeypatch.setattr(shared.SharedExample, "_base_run", spy_base)
+    monkeypatch.setattr(shared.SharedExample, "_stream", raising_stream)
+    actor = ModelActor(plan.models[MODELS[0]])
+    shard = next(s for s in plan.shards if s.model_name == MODELS[0])
+    [decoded] = actor.run_unit((plan.task(shard, "run", "test"),))
+    failed = [r for r in decoded.results if r.error_type is not None]
+    assert {r.error_type for r in failed} == {"RuntimeError"} and len(failed) == len(decoded.results) >= 2
+    assert {r.base_first for r in failed} == {True, False}  # both orders taken: with and without the base run
+    for r in failed:
+        expected = sum(ran[r.example_id])  # stream-first: the base never ran (the stream raised first)
+        assert len(ran[r.example_id]) >= (3 if r.base_first else 2)  # base + ≥ 2 steps, or ≥ 2 steps
+        assert r.forwards_executed == expected > 0, r.example_id
+        assert r.forward_wall_s > 0
+    assert decoded.forwards_executed == sum(sum(v) for v in ran.values())
