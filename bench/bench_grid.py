@@ -12,7 +12,10 @@ load excluded), forward (time inside model forwards), scoring, writing; the forw
 (forward / decode), the start-up share (Ray start + plan + one actor's model load, over the wall) and
 examples per second of wall time. With two runs, the throughput ratio. ``--per-model`` runs each model's
 shards through one in-process :class:`~jobs.actors.ModelActor` (no Ray) and prints its forward share
-(what the rest of each family's decode time is: docs/experiments.md, issue 15).
+(what the rest of each family's decode time is: docs/experiments.md, issue 15). Every grid run also
+prints the CPU seconds of the actor processes and of everything else it started (Ray's daemons, CPU
+workers, this driver): what shares the cores with the actors. ``bench/bench_cores.py`` measures the
+ceiling the cores themselves allow two actors.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import logging
 import os
 import sys
 import tempfile
+import threading
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -31,15 +36,83 @@ from jobs.plan import plan_grid  # noqa: E402
 from streamgen.config import grid_config  # noqa: E402
 
 # A grid big enough that Ray start, planning and model load are < 10 % of the run with 1 and with 2
-# actors (all 747 CoEdIT examples, tiny model; text scoring: no sandbox competes with the actors).
+# actors (all 747 CoEdIT examples × {greedy, τ = 0.5}, tiny model; text scoring: no sandbox competes with
+# the actors). At 32 tokens, sharing made it too fast: the 2-actor run's start-up share was 12.5 %.
 SCALING = ["grid=smoke", "models=[tiny-llama]", "benchmarks=[coedit]", "limit=1000", "shard_size=25",
-           "max_new_tokens=32"]
+           "max_new_tokens=64"]
+
+
+class CpuByProcess:
+    """CPU seconds of this process and every descendant (Ray's daemons, actors, CPU workers), sampled
+    each ``interval_s`` while a run lasts: who else used the cores the actors decode on."""
+
+    def __init__(self, interval_s: float = 0.5) -> None:
+        import psutil
+
+        self._psutil, self.interval_s = psutil, interval_s
+        self._first: dict[int, float] = {}
+        self._last: dict[int, tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> CpuByProcess:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def _sample(self) -> None:
+        me = self._psutil.Process()
+        for proc in [me, *me.children(recursive=True)]:
+            try:
+                with proc.oneshot():
+                    t = proc.cpu_times()
+                    label = "driver (this process)" if proc.pid == me.pid else _label(proc.cmdline())
+            except self._psutil.Error:  # exited between listing and reading
+                continue
+            cpu = t.user + t.system
+            self._first.setdefault(proc.pid, cpu if proc.pid == me.pid else 0.0)
+            self._last[proc.pid] = (label, cpu)
+
+    def seconds(self) -> Counter[str]:
+        """CPU seconds per process label over the run (a process's last sample: up to ``interval_s`` lost)."""
+        out: Counter[str] = Counter()
+        for pid, (label, cpu) in self._last.items():
+            out[label] += cpu - self._first.get(pid, 0.0)
+        return out
+
+
+def _label(cmdline: list[str]) -> str:
+    """``ray::ModelActor.run_unit`` → ``ray::ModelActor``; a daemon by its program's file name."""
+    if not cmdline:
+        return "?"
+    if cmdline[0].startswith("ray::"):
+        return cmdline[0].split()[0].split(".")[0]
+    prog = next((Path(a).name for a in cmdline[1:] if a.endswith(".py")), Path(cmdline[0]).name)
+    return prog
 
 
 def run_once(name: str, overrides: list[str]) -> GridSummary:
-    with tempfile.TemporaryDirectory(prefix="bench_grid_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench_grid_") as tmp, CpuByProcess() as cpu:
         grid = grid_config(name, [*overrides, f"results_dir={tmp}"])
-        return run_grid(grid, progress=False)
+        summary = run_grid(grid, progress=False)
+    report_cpu(cpu.seconds(), summary.wall_s)
+    return summary
+
+
+def report_cpu(seconds: Counter[str], wall_s: float) -> None:
+    actors = sum(v for k, v in seconds.items() if k == "ray::ModelActor")
+    others = {k: v for k, v in seconds.items() if k != "ray::ModelActor"}
+    top = ", ".join(f"{k} {v:.1f}" for k, v in sorted(others.items(), key=lambda kv: -kv[1])[:6])
+    print(f"CPU seconds during the run: actor processes {actors:.1f}; everything else {sum(others.values()):.1f} "
+          f"({sum(others.values()) / max(wall_s, 1e-9):.2f} of a core on average): {top}")
 
 
 def report(label: str, s: GridSummary) -> None:

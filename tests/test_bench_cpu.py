@@ -1,0 +1,30 @@
+"""bench/bench_grid.py's CPU seconds per process: a child that burns CPU is attributed, by its label."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from bench.bench_grid import CpuByProcess, _label
+
+BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\ntime.sleep(0.6)\n"
+
+
+def test_a_busy_child_is_counted_under_its_label(tmp_path) -> None:
+    script = tmp_path / "burner.py"
+    script.write_text(BURN.format(s=0.8))
+    with CpuByProcess(interval_s=0.1) as cpu:
+        subprocess.run([sys.executable, str(script)], check=True)
+        time.sleep(0.1)
+    seconds = cpu.seconds()
+    assert 0.6 <= seconds["burner.py"] <= 1.5, seconds  # 0.8 s burnt + interpreter start, sampled while asleep
+    assert seconds["driver (this process)"] < 0.5, seconds  # this process waited
+
+
+def test_labels() -> None:
+    assert _label(["ray::ModelActor.run_unit", ""]) == "ray::ModelActor"
+    assert _label(["ray::IDLE"]) == "ray::IDLE"
+    assert _label(["/usr/bin/python", "-u", "/x/ray/_private/log_monitor.py", "--a"]) == "log_monitor.py"
+    assert _label(["/x/raylet", "--socket"]) == "raylet"
+    assert _label([]) == "?"
