@@ -58,6 +58,10 @@ class RowContext:
 
     def columns(self) -> dict[str, Any]:
         """The identity columns, by record column name (each record takes those it has)."""
+        return dict(self._columns)
+
+    @functools.cached_property
+    def _columns(self) -> dict[str, Any]:  # once per shard: the cell's id and fingerprint hash its settings
         cell, live = self.cell, self.cell.live
         return {
             "run_id": self.run_id, "shard_id": self.shard_id, "cell_id": cell.cell_id, "model": cell.model.row_model,

@@ -17,6 +17,7 @@ import string
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 __all__ = ["ExecutionVerdictError", "normalize_text", "pass_at_1", "pass_at_k", "text_tokens", "token_f1",
            "best_token_f1", "VERDICTS"]
@@ -47,6 +48,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
 
 
+@lru_cache(maxsize=8192)  # per character: a text's characters repeat, the category lookup is the cost
 def _is_punctuation(ch: str) -> bool:
     return ch in string.punctuation or unicodedata.category(ch).startswith("P")
 
@@ -64,7 +66,10 @@ def text_tokens(text: str) -> list[str]:
 
 def token_f1(prediction: str, reference: str) -> float:
     """Normalised token-level F1 of ``prediction`` against ``reference`` (in [0, 1])."""
-    pred, ref = text_tokens(prediction), text_tokens(reference)
+    return _f1(text_tokens(prediction), text_tokens(reference))
+
+
+def _f1(pred: list[str], ref: list[str]) -> float:
     if not pred or not ref:
         return float(pred == ref)
     overlap = sum((Counter(pred) & Counter(ref)).values())
@@ -79,4 +84,5 @@ def best_token_f1(prediction: str, references: Sequence[str] | Iterable[str]) ->
     refs = list(references)
     if not refs:
         raise ValueError("best_token_f1 needs at least one reference")
-    return max(token_f1(prediction, r) for r in refs)
+    pred = text_tokens(prediction)  # once, not once per reference
+    return max(_f1(pred, text_tokens(r)) for r in refs)
