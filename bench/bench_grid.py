@@ -4,6 +4,7 @@
     python bench/bench_grid.py grid=smoke models=[tiny-llama]    # any overrides of the grid
     python bench/bench_grid.py --only grid=local     # one run of the embedded default grid
     python bench/bench_grid.py --scaling             # 2 vs 1 actors on a grid where start-up is < 10 %
+    python bench/bench_grid.py --scaling --repeat=3  # three 1-then-2 pairs and their median ratio
     python bench/bench_grid.py --per-model           # forward share per model, one in-process actor each
 
 Each run goes to a fresh temporary results directory (nothing is resumed). Printed per run:
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -150,7 +152,8 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING)
     print(f"load average at start {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     only, per_model = "--only" in argv, "--per-model" in argv
-    args = [a for a in argv if a not in ("--only", "--per-model", "--scaling")]
+    repeat = next((int(a.split("=", 1)[1]) for a in argv if a.startswith("--repeat=")), 1)
+    args = [a for a in argv if a not in ("--only", "--per-model", "--scaling") and not a.startswith("--repeat=")]
     if "--scaling" in argv:
         args = [*SCALING, *args]
     name = next((a.split("=", 1)[1] for a in args if a.startswith("grid=")), "smoke")
@@ -161,14 +164,22 @@ def main(argv: list[str]) -> int:
     if only:
         report(name, run_once(name, overrides))
         return 0
-    one = run_once(name, [*overrides, "workers=1"])
-    report(f"{name} workers=1", one)
-    two = run_once(name, [*overrides, "workers=2"])
-    report(f"{name} workers=2", two)
-    print(f"throughput ratio 2 vs 1 actors (examples/s, end to end): "
-          f"{(two.examples / two.wall_s) / (one.examples / one.wall_s):.2f}")
-    sched = [s.wall_s - s.timings.ray_start_s - s.timings.plan_s for s in (one, two)]
-    print(f"throughput ratio without Ray start and planning: {sched[0] / sched[1]:.2f}")
+    ratios: list[tuple[float, float]] = []
+    for i in range(repeat):  # 1, 2, 1, 2, ...: the machine's speed drifts over minutes; pairs bracket it
+        tag = f" (pair {i + 1} of {repeat})" if repeat > 1 else ""
+        one = run_once(name, [*overrides, "workers=1"])
+        report(f"{name} workers=1{tag}", one)
+        two = run_once(name, [*overrides, "workers=2"])
+        report(f"{name} workers=2{tag}", two)
+        end_to_end = (two.examples / two.wall_s) / (one.examples / one.wall_s)
+        sched = [s.wall_s - s.timings.ray_start_s - s.timings.plan_s for s in (one, two)]
+        ratios.append((end_to_end, sched[0] / sched[1]))
+        print(f"throughput ratio 2 vs 1 actors (examples/s, end to end){tag}: {end_to_end:.2f}")
+        print(f"throughput ratio without Ray start and planning{tag}: {sched[0] / sched[1]:.2f}")
+    if repeat > 1:
+        print(f"over {repeat} pairs: end to end {', '.join(f'{r:.2f}' for r, _ in ratios)} (median "
+              f"{statistics.median(r for r, _ in ratios):.2f}); without Ray start "
+              f"{', '.join(f'{r:.2f}' for _, r in ratios)} (median {statistics.median(r for _, r in ratios):.2f})")
     return 0
 
 
