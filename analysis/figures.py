@@ -95,8 +95,7 @@ def model_distributions(per_example: pa.Table, out_dir: Path) -> list[Path]:
     by_rule: dict[tuple, dict[str, list[float]]] = {}
     for key, value in zip(keys, speedups, strict=True):
         panel = setting_label({**key, "tau": None}).replace(" · greedy", "")
-        rule = (key["acceptance"], key["tau"])
-        by_rule.setdefault(rule, {}).setdefault(panel, []).append(value)
+        by_rule.setdefault((key["acceptance"], key["tau"]), {}).setdefault(panel, []).append(value)
     paths = []
     for (acceptance, tau), panels in sorted(by_rule.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1.0)):
         rule = "greedy" if tau is None else f"{acceptance} τ={tau:g}"

@@ -126,7 +126,7 @@ def build_baseline(runs: Sequence[RunSummary], *, grid_yaml: str, code_version: 
     for key, metrics in first.cells.items():
         gated = {}
         for m in GATED:
-            values = [r.cells[key][m] for r in runs if r.cells[key][m] is not None]
+            values: list[float] = [v for r in runs if (v := r.cells[key][m]) is not None]
             spread = (max(values) - min(values)) if values else 0.0
             gated[m] = {"value": metrics[m], "spread": spread, "tolerance": max(floors[m], spread_factor * spread)}
         cells[key] = {"n": metrics["n"], "gated": gated, "reported": {m: metrics[m] for m in REPORTED}}

@@ -13,6 +13,7 @@ The actor class is plain Python; :func:`actor_options` gives the Ray resources a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import socket
@@ -242,7 +243,7 @@ class ModelActor:
         except Exception as exc:  # noqa: BLE001 — a failing example becomes a row, the shard goes on
             return [self._failed(e, exc, 0.0) for e in exs]
         for j in order:
-            results[j] = self._attempt(exs[j], lambda j=j: shared.pair(rules[j], base_first=exs[j].base_first),
+            results[j] = self._attempt(exs[j], functools.partial(shared.pair, rules[j], base_first=exs[j].base_first),
                                        decoder)
         return [results[j] for j in range(len(exs))]
 
@@ -252,8 +253,10 @@ class ModelActor:
         from streamgen.shared import Executed
         from streamgen.stream import run_pair
 
+        request = ex.request  # narrowed above; a closure would not see that
+
         def pair() -> tuple[PairOutcome, Executed]:
-            outcome = run_pair(decoder, ex.request, rule, base_first=ex.base_first, live=live)
+            outcome = run_pair(decoder, request, rule, base_first=ex.base_first, live=live)
             return outcome, Executed(_forwards(outcome), _forward_wall(outcome))
 
         return self._attempt(ex, pair, decoder)

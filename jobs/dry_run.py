@@ -47,7 +47,9 @@ class CostModel:
     @classmethod
     def fit(cls, results_dir: Path) -> CostModel:
         """Fit on every included pairs row with settings under ``results_dir`` (any depth)."""
-        units, forwards, seconds = defaultdict(float), defaultdict(float), defaultdict(float)
+        units: defaultdict[str, float] = defaultdict(float)
+        forwards: defaultdict[str, float] = defaultdict(float)
+        seconds: defaultdict[str, float] = defaultdict(float)
         n = 0
         for row in _rows(results_dir):
             budget = json.loads(row["cell_settings"]).get("max_new_tokens")

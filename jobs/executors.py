@@ -97,7 +97,10 @@ class RayJob(submitit.helpers.Checkpointable):
                  alloc.num_nodes, self.attempt, alloc.num_cpus, alloc.num_gpus)
         with preemption.relay(alloc.is_head, ray_bootstrap.run_file(alloc, "preempt")), \
                 ray_bootstrap.ray_cluster(alloc, self.ray) as address:
-            return self.task(address) if alloc.is_head else None
+            if not alloc.is_head:
+                return None
+            assert address is not None, "ray_cluster yields the head's address on rank 0"
+            return self.task(address)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
         """Preempted or timed out: requeue this same job; the rerun resumes from the finished shards."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
@@ -103,7 +104,8 @@ class _NoDraft:
     """Step 1's rule: there is no draft, so a family that consults a rule there fails loudly (sharing
     step 1 across rules would then be wrong)."""
 
-    name, tau = "greedy", None
+    name: Literal["greedy", "threshold"] = "greedy"
+    tau: float | None = None
 
     def passes(self, draft_token: int, argmax_token: int, prob: float) -> bool:
         raise AssertionError("the first stream step has no draft; no acceptance rule applies")
