@@ -74,6 +74,21 @@ def test_base_decoding_equals_generate_token_for_token(seed, messages):
     hooks.close()
 
 
+def test_the_denoising_loop_leaves_torch_global_state_as_it_found_it():
+    """The loop seeds a forked RNG and switches torch.distributions' argument checks off (docs: both cost
+    more than the sampler itself on tiny models); the caller's RNG stream and check setting survive."""
+    import torch
+
+    d = _decoder(*FAST)
+    before = torch.distributions.Distribution._validate_args
+    torch.manual_seed(123)
+    expected = torch.rand(4)
+    torch.manual_seed(123)
+    d.generate(A)
+    assert torch.equal(torch.rand(4), expected)
+    assert torch.distributions.Distribution._validate_args is before
+
+
 def test_parity_with_adaptive_stopping_and_an_eos():
     """Stopping fires after one step per canvas; an EOS inside canvas 2 ends the answer there."""
     d = _decoder(*FAST)
