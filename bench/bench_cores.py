@@ -3,6 +3,8 @@
     python bench/bench_cores.py                  # the --scaling grid's first work units (tiny-llama, CoEdIT)
     python bench/bench_cores.py units=12         # more units per process
     python bench/bench_cores.py models=[tiny-refusion] benchmarks=[coedit]   # any grid overrides
+    python bench/bench_cores.py --ray            # the same, in Ray actors (Ray's daemons running, no driver
+                                                 # loop, no scoring): what Ray itself costs two actors
 
 ``bench/bench_grid.py --scaling`` compares a grid run with 2 actors against 1. On a machine with as many
 cores as actors, that ratio is bounded by what the cores give two processes doing the same work at once,
@@ -11,6 +13,11 @@ builds one in-process :class:`~jobs.actors.ModelActor` (one torch thread, as the
 one warm-up unit, waits at a barrier, then decodes the same ``units`` work units. Printed: each run's
 wall and CPU time, and the ceiling ``2 × T(one alone) / T(slower of two at once)``. The grid's own
 ratio divided by this ceiling is what the harness keeps of what the cores allow.
+
+``--ray`` runs the same units in Ray actors on a local Ray (as the grid starts it): the driver submits
+each actor's units at once and waits; nothing is scored or written. The gap between the two ceilings
+is what Ray's processes (raylet, GCS, dashboard agent, log monitor, idle workers) and the actors' own
+Ray threads cost when every core decodes; the gap to the grid's ratio is the driver, scoring and writing.
 """
 
 from __future__ import annotations
@@ -71,19 +78,50 @@ def run(processes: int, overrides: list[str], count: int) -> list[tuple[float, f
     return results
 
 
+def run_ray(actors: int, overrides: list[str], count: int) -> list[tuple[float, float]]:
+    """:func:`run` in ``actors`` Ray actors: (wall, CPU) per actor, CPU as the actor measured it (its
+    ``run_unit`` calls, Ray's threads in the process included); wall from the first unit submitted
+    after the warm-up to that actor's last result."""
+    import ray
+
+    from jobs.actors import spawn_model_actor
+    from jobs.ray_env import start_ray, stop_ray
+    from streamgen.config import grid_config
+
+    grid = grid_config("smoke", [*overrides, f"workers={actors}"])
+    session = start_ray(grid.ray, default_num_cpus=grid.workers + grid.score_workers)
+    try:
+        model, tasks = _units(overrides, count)
+        handles = [spawn_model_actor(model, use_gpu=False) for _ in range(actors)]
+        ray.get([h.run_unit.remote(tasks[0]) for h in handles])  # load + warm-up, uncounted
+        start = time.perf_counter()
+        refs = [[h.run_unit.remote(unit) for unit in tasks[1:]] for h in handles]  # queued: back to back
+        out = []
+        for chain in refs:
+            decoded = ray.get(chain)
+            cpu = sum(d.cpu_s for unit in decoded for d in unit)  # a unit's first shard carries its CPU time
+            out.append((time.perf_counter() - start, cpu))
+        return out
+    finally:
+        stop_ray(session)
+
+
 def main(argv: list[str]) -> int:
     count = 8
     overrides = list(SCALING_GRID)
+    runner = run
     for a in argv:
-        if a.startswith("units="):
+        if a == "--ray":
+            runner = run_ray
+        elif a.startswith("units="):
             count = int(a.split("=", 1)[1])
         else:
             overrides.append(a)
     print(f"load average at start {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; {count} work units per "
           f"process after one warm-up; grid overrides {overrides}")
-    (one_wall, one_cpu), = run(1, overrides, count)
+    (one_wall, one_cpu), = runner(1, overrides, count)
     print(f"one process alone: wall {one_wall:.1f} s, CPU {one_cpu:.1f} s")
-    two = run(2, overrides, count)
+    two = runner(2, overrides, count)
     for i, (wall, cpu) in enumerate(two):
         print(f"two at once, process {i}: wall {wall:.1f} s, CPU {cpu:.1f} s")
     slower = max(w for w, _ in two)

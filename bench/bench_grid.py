@@ -4,7 +4,7 @@
     python bench/bench_grid.py grid=smoke models=[tiny-llama]    # any overrides of the grid
     python bench/bench_grid.py --only grid=local     # one run of the embedded default grid
     python bench/bench_grid.py --scaling             # 2 vs 1 actors on a grid where start-up is < 10 %
-    python bench/bench_grid.py --scaling --repeat=3  # three 1-then-2 pairs and their median ratio
+    python bench/bench_grid.py --scaling --repeat=3  # three pairs (1 then 2, 2 then 1, 1 then 2), median ratio
     python bench/bench_grid.py --per-model           # forward share per model, one in-process actor each
 
 Each run goes to a fresh temporary results directory (nothing is resumed). Printed per run:
@@ -79,9 +79,14 @@ class CpuByProcess:
                     label = "driver (this process)" if proc.pid == me.pid else _label(proc.cmdline())
             except self._psutil.Error:  # exited between listing and reading
                 continue
-            cpu = t.user + t.system
-            self._first.setdefault(proc.pid, cpu if proc.pid == me.pid else 0.0)
-            self._last[proc.pid] = (label, cpu)
+            self._record(proc.pid, label, t.user + t.system, first=proc.pid == me.pid)
+
+    def _record(self, pid: int, label: str, cpu: float, first: bool = False) -> None:
+        """A sample of ``pid``; ``first``: its CPU so far predates the run (this process), else counts."""
+        self._first.setdefault(pid, cpu if first else 0.0)
+        if label == "?" and pid in self._last:  # an exiting process (a killed actor) has no cmdline left
+            label = self._last[pid][0]
+        self._last[pid] = (label, cpu)
 
     def seconds(self) -> Counter[str]:
         """CPU seconds per process label over the run (a process's last sample: up to ``interval_s`` lost)."""
@@ -165,12 +170,13 @@ def main(argv: list[str]) -> int:
         report(name, run_once(name, overrides))
         return 0
     ratios: list[tuple[float, float]] = []
-    for i in range(repeat):  # 1, 2, 1, 2, ...: the machine's speed drifts over minutes; pairs bracket it
-        tag = f" (pair {i + 1} of {repeat})" if repeat > 1 else ""
-        one = run_once(name, [*overrides, "workers=1"])
-        report(f"{name} workers=1{tag}", one)
-        two = run_once(name, [*overrides, "workers=2"])
-        report(f"{name} workers=2{tag}", two)
+    for i in range(repeat):  # 1 2, 2 1, 1 2, ...: the machine's speed drifts over minutes; pairs bracket it,
+        tag = f" (pair {i + 1} of {repeat})" if repeat > 1 else ""  # and a steady drift favours neither side
+        runs: dict[int, GridSummary] = {}
+        for workers in ((1, 2) if i % 2 == 0 else (2, 1)):
+            runs[workers] = run_once(name, [*overrides, f"workers={workers}"])
+            report(f"{name} workers={workers}{tag}", runs[workers])
+        one, two = runs[1], runs[2]
         end_to_end = (two.examples / two.wall_s) / (one.examples / one.wall_s)
         sched = [s.wall_s - s.timings.ray_start_s - s.timings.plan_s for s in (one, two)]
         ratios.append((end_to_end, sched[0] / sched[1]))

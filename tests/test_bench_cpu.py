@@ -28,3 +28,14 @@ def test_labels() -> None:
     assert _label(["/usr/bin/python", "-u", "/x/ray/_private/log_monitor.py", "--a"]) == "log_monitor.py"
     assert _label(["/x/raylet", "--socket"]) == "raylet"
     assert _label([]) == "?"
+
+
+
+def test_a_process_whose_cmdline_is_gone_keeps_its_label() -> None:
+    """A process being torn down (a killed actor) reads with an empty cmdline for its last samples: its
+    CPU seconds stay under the label it had while it ran, not under "?" (seen: "? 77.0" for an actor)."""
+    cpu = CpuByProcess()
+    cpu._record(11, _label(["ray::ModelActor.run_unit"]), 1.0)
+    cpu._record(11, _label([]), 77.0)
+    cpu._record(12, _label([]), 0.5)  # never seen with a cmdline: nothing better than "?"
+    assert cpu.seconds() == {"ray::ModelActor": 77.0, "?": 0.5}
