@@ -267,6 +267,12 @@ class ModelActor:
         start, before = time.perf_counter(), _meter_reading(decoder)
         try:
             outcome, done = pair()
+            after = _meter_reading(decoder)
+            if after is not None and before is not None and (after - before).forwards != done.forwards:
+                raise AccountingError(  # the pair's runs missed (or double counted) calls the meter saw
+                    f"the pair's runs account for {done.forwards} model calls but the decoder's meter counted "
+                    f"{(after - before).forwards} while it ran: a model call outside every run's span "
+                    "(docs/accounting.md)")
         except Exception as exc:  # noqa: BLE001 — a failing example becomes a row, the shard goes on
             after = _meter_reading(decoder)
             spent = after - before if after is not None and before is not None else None
@@ -286,6 +292,11 @@ class ModelActor:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+class AccountingError(RuntimeError):
+    """A pair's runs and the decoder's meter disagree on the model calls made: a family made a call
+    outside the spans its results are counted from. Recorded as the example's error."""
 
 
 def _meter_reading(decoder: Decoder) -> MeterReading | None:

@@ -182,3 +182,33 @@ def test_a_pair_that_raises_keeps_the_model_calls_it_made(plan: GridPlan, monkey
         assert r.forwards_executed == expected > 0, r.example_id
         assert r.forward_wall_s > 0
     assert decoded.forwards_executed == sum(sum(v) for v in ran.values())
+
+
+def test_a_model_call_outside_every_run_is_an_accounting_error(plan: GridPlan,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pair's runs and the decoder's meter must agree on the calls made. A family that calls the model
+    outside the spans its runs are counted from (here: one extra metered call after each base run) gets
+    error rows that say so, whose ``forwards_executed`` holds every call the meter saw."""
+    from streamgen import shared
+
+    base_run = shared.SharedExample._base_run
+    counted: dict[str, int] = {}
+
+    def base_then_a_stray_call(self: Any, done: Any) -> Any:
+        fresh = self._base is None
+        base, done = base_run(self, done)
+        if fresh:
+            with self.decoder.meter.call("stray", 1):
+                pass
+        counted[self.request.example_id] = base.forwards
+        return base, done
+
+    monkeypatch.setattr(shared.SharedExample, "_base_run", base_then_a_stray_call)
+    actor = ModelActor(plan.models[MODELS[0]])
+    shard = next(s for s in plan.shards if s.model_name == MODELS[0])
+    [decoded] = actor.run_unit((plan.task(shard, "run", "test"),))
+    assert counted and all(n > 0 for n in counted.values())  # the base runs ran, then the stray call
+    assert {r.error_type for r in decoded.results} == {"AccountingError"}
+    for r in decoded.results:
+        assert "meter counted" in (r.error_traceback or "")
+        assert r.forwards_executed > counted[r.example_id]  # base + stream steps + the stray call

@@ -36,7 +36,9 @@ def seeded_rng(seed: int, device: torch.device) -> Iterator[None]:
 def unchecked_distributions() -> Iterator[None]:
     """transformers' sampler and stopping rule build ``torch.distributions.Categorical`` objects each
     step; their argument checks (finite logits) cost a quarter of each construction and change no
-    number. Off for the loop, restored after (torch's documented switch; ``python -O`` turns it off too)."""
+    number. Off for the loop, restored after (torch's documented switch; ``python -O`` turns it off too).
+    The switch is process-wide: model calls in one process run one at a time (an actor; the demo's
+    single model thread), so loops never overlap."""
     before = torch.distributions.Distribution._validate_args
     torch.distributions.Distribution.set_default_validate_args(False)
     try:
