@@ -267,16 +267,13 @@ class ModelActor:
         start, before = time.perf_counter(), _meter_reading(decoder)
         try:
             outcome, done = pair()
-            after = _meter_reading(decoder)
-            if after is not None and before is not None and (after - before).forwards != done.forwards:
+            spent = _meter_since(decoder, before)
+            if spent is not None and spent.forwards != done.forwards:
                 raise AccountingError(  # the pair's runs missed (or double counted) calls the meter saw
                     f"the pair's runs account for {done.forwards} model calls but the decoder's meter counted "
-                    f"{(after - before).forwards} while it ran: a model call outside every run's span "
-                    "(docs/accounting.md)")
+                    f"{spent.forwards} while it ran: a model call outside every run's span (docs/accounting.md)")
         except Exception as exc:  # noqa: BLE001 — a failing example becomes a row, the shard goes on
-            after = _meter_reading(decoder)
-            spent = after - before if after is not None and before is not None else None
-            return self._failed(ex, exc, time.perf_counter() - start, spent)
+            return self._failed(ex, exc, time.perf_counter() - start, _meter_since(decoder, before))
         return ExampleResult(ex.example_id, ex.base_first, outcome, None, None, time.perf_counter() - start,
                              done.forward_wall_s, done.forwards)
 
@@ -303,6 +300,12 @@ def _meter_reading(decoder: Decoder) -> MeterReading | None:
     """The decoder's forward meter totals now (every family's decoder carries one); None without one."""
     meter = getattr(decoder, "meter", None)
     return meter.reading() if meter is not None else None
+
+
+def _meter_since(decoder: Decoder, before: MeterReading | None) -> MeterReading | None:
+    """The decoder's meter totals since ``before`` (None without a meter)."""
+    after = _meter_reading(decoder)
+    return after - before if after is not None and before is not None else None
 
 
 def _load_weights(cfg: ModelConfig, device: str) -> tuple[ModelFamily, LoadedModel]:
