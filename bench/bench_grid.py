@@ -48,10 +48,14 @@ class CpuByProcess:
     """CPU seconds of this process and every descendant (Ray's daemons, actors, CPU workers), sampled
     each ``interval_s`` while a run lasts: who else used the cores the actors decode on."""
 
-    def __init__(self, interval_s: float = 0.5) -> None:
+    def __init__(self, interval_s: float = 1.0, *, from_now: bool = False) -> None:
+        """``interval_s``: each sample walks the process tree (~2 ms). ``from_now``: processes already
+        running count from their CPU at the first sample (default: only this process does; the others
+        are taken to have started with the run)."""
         import psutil
 
-        self._psutil, self.interval_s = psutil, interval_s
+        self._psutil, self.interval_s, self._from_now = psutil, interval_s, from_now
+        self._started = False
         self._first: dict[int, float] = {}
         self._last: dict[int, tuple[str, float]] = {}
         self._stop = threading.Event()
@@ -59,12 +63,14 @@ class CpuByProcess:
 
     def __enter__(self) -> CpuByProcess:
         self._sample()
+        self._started = True
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self._sample()  # what ran since the last sample (processes still alive)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -79,7 +85,8 @@ class CpuByProcess:
                     label = "driver (this process)" if proc.pid == me.pid else _label(proc.cmdline())
             except self._psutil.Error:  # exited between listing and reading
                 continue
-            self._record(proc.pid, label, t.user + t.system, first=proc.pid == me.pid)
+            first = proc.pid == me.pid or (self._from_now and not self._started)
+            self._record(proc.pid, label, t.user + t.system, first=first)
 
     def _record(self, pid: int, label: str, cpu: float, first: bool = False) -> None:
         """A sample of ``pid``; ``first``: its CPU so far predates the run (this process), else counts."""

@@ -202,13 +202,22 @@ def _start(args: list[str], ip: str, alloc: Allocation, ray_cfg: RayConfig, addr
     return RayProcess(popen, address, log_path)
 
 
+def _has_ray_client() -> bool:
+    """Whether ``ray start --head`` would start a Ray Client server: only where grpcio is installed
+    (plain ``ray`` does not bring it; the server itself is never used by streamgen)."""
+    import importlib.util
+
+    return importlib.util.find_spec("grpc") is not None
+
+
 def start_head(alloc: Allocation, ray_cfg: RayConfig) -> RayProcess:
     """``ray start --head`` on a free port (returns at once; :func:`connect` waits for it)."""
     ip = node_ip(alloc.num_nodes)
     port = free_port(ip)
     temp_dir = Path(tempfile.gettempdir()) / f"ray-{_run_key(alloc)}"  # not /tmp/ray: others' Ray lives there
-    args = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp_dir}",
-            f"--ray-client-server-port={free_port(ip)}"]
+    args = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp_dir}"]
+    if _has_ray_client():  # else no client server starts at all; with grpc, not on the default 10001
+        args.append(f"--ray-client-server-port={free_port(ip)}")
     proc = _start(args, ip, alloc, ray_cfg, f"{ip}:{port}", f"{alloc.job_id}_ray_head.log", head=True)
     log.info("Ray head starting at %s (num_cpus=%d num_gpus=%d object_store=%d MiB), log %s",
              proc.address, alloc.num_cpus, alloc.num_gpus, ray_cfg.object_store_mb, proc.log_path)

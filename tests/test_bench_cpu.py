@@ -39,3 +39,22 @@ def test_a_process_whose_cmdline_is_gone_keeps_its_label() -> None:
     cpu._record(11, _label([]), 77.0)
     cpu._record(12, _label([]), 0.5)  # never seen with a cmdline: nothing better than "?"
     assert cpu.seconds() == {"ray::ModelActor": 77.0, "?": 0.5}
+
+
+def test_from_now_counts_a_running_process_from_the_first_sample(tmp_path) -> None:
+    """bench/bench_ray_idle.py measures daemons started before it: with ``from_now`` a child's CPU
+    before the first sample is not counted, only what it burns afterwards (here: while it sleeps)."""
+    script = tmp_path / "early.py"
+    script.write_text(BURN.format(s=0.6).replace("time.sleep(0.6)", "time.sleep(1.5)"))
+    child = subprocess.Popen([sys.executable, str(script)])
+    try:
+        time.sleep(1.0)  # interpreter start + 0.6 s burnt: all before the first sample
+        with CpuByProcess(interval_s=5.0, from_now=True) as cpu:
+            time.sleep(0.3)
+        before_now = CpuByProcess(interval_s=5.0)  # the grid's default: children count from their start
+        with before_now:
+            time.sleep(0.1)
+    finally:
+        child.wait(timeout=10)
+    assert cpu.seconds()["early.py"] < 0.2, cpu.seconds()
+    assert before_now.seconds()["early.py"] >= 0.5, before_now.seconds()
