@@ -11,7 +11,9 @@ Each run goes to a fresh temporary results directory (nothing is resumed). Print
 wall (end to end), Ray start, plan, model load (summed over actors), decode (actor run_shard time,
 load excluded), forward (time inside model forwards), scoring, writing; the forward share
 (forward / decode), the start-up share (Ray start + plan + one actor's model load, over the wall) and
-examples per second of wall time. With two runs, the throughput ratio. ``--per-model`` runs each model's
+examples per second of wall time. With two runs, the throughput ratio: end to end, without Ray start,
+and at equal decode CPU per example (:func:`equal_cpu_ratio`: the machine's speed drift between the two
+runs taken out, everything the grid adds kept). ``--per-model`` runs each model's
 shards through one in-process :class:`~jobs.actors.ModelActor` (no Ray) and prints its forward share
 (what the rest of each family's decode time is: docs/experiments.md, issue 15). Every grid run also
 prints the CPU seconds of the actor processes and of everything else it started (Ray's daemons, CPU
@@ -148,6 +150,19 @@ def startup_share(s: GridSummary) -> float:
     return (t.ray_start_s + t.plan_s + t.load_s / max(len(s.devices), 1)) / s.wall_s if s.wall_s else float("nan")
 
 
+def equal_cpu_ratio(one: GridSummary, two: GridSummary) -> float:
+    """2-vs-1 throughput as if both runs had decoded at the same speed: the end-to-end ratio times the
+    actors' decode CPU per example of the 2-actor run over the 1-actor run's. This machine's speed
+    drifts (the same work took 9.8-13.2 s from one 10-s run to the next, docs/experiments.md), so the
+    raw ratio of two runs minutes apart measures the machine as much as the grid; what this keeps is
+    everything the grid adds (start-up, co-tenancy: actors waiting for a core, the tail). It also
+    removes what two decoding processes cost each other in CPU time, which ``bench_cores.py`` measures
+    (0.99-1.03x on this machine): divide by that for the raw ratio a steady machine would give."""
+    rate = [s.examples / s.wall_s for s in (one, two)]
+    cpu = [s.timings.decode_cpu_s / s.examples for s in (one, two)]
+    return (rate[1] / rate[0]) * (cpu[1] / cpu[0])
+
+
 def per_model_share(name: str, overrides: list[str]) -> None:
     """Each model's shards through one in-process actor (its first shard warms it up, uncounted)."""
     plan = plan_grid(grid_config(name, overrides))
@@ -186,13 +201,17 @@ def main(argv: list[str]) -> int:
         one, two = runs[1], runs[2]
         end_to_end = (two.examples / two.wall_s) / (one.examples / one.wall_s)
         sched = [s.wall_s - s.timings.ray_start_s - s.timings.plan_s for s in (one, two)]
-        ratios.append((end_to_end, sched[0] / sched[1]))
+        ratios.append((end_to_end, sched[0] / sched[1], equal_cpu_ratio(one, two)))
         print(f"throughput ratio 2 vs 1 actors (examples/s, end to end){tag}: {end_to_end:.2f}")
         print(f"throughput ratio without Ray start and planning{tag}: {sched[0] / sched[1]:.2f}")
+        print(f"throughput ratio at equal decode CPU per example{tag}: {ratios[-1][2]:.2f} (the 2-actor run's "
+              f"actors took {two.timings.decode_cpu_s / one.timings.decode_cpu_s:.3f}x the CPU of the 1-actor run's "
+              f"for the same examples: the machine's speed between the runs, and the two actors' cost to each other)")
     if repeat > 1:
-        print(f"over {repeat} pairs: end to end {', '.join(f'{r:.2f}' for r, _ in ratios)} (median "
-              f"{statistics.median(r for r, _ in ratios):.2f}); without Ray start "
-              f"{', '.join(f'{r:.2f}' for _, r in ratios)} (median {statistics.median(r for _, r in ratios):.2f})")
+        def listed(k: int) -> str:
+            return f"{', '.join(f'{r[k]:.2f}' for r in ratios)} (median {statistics.median(r[k] for r in ratios):.2f})"
+        print(f"over {repeat} pairs: end to end {listed(0)}; without Ray start {listed(1)}; "
+              f"at equal decode CPU {listed(2)}")
     return 0
 
 

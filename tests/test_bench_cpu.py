@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from bench.bench_grid import CpuByProcess, _label
 
@@ -58,3 +61,18 @@ def test_from_now_counts_a_running_process_from_the_first_sample(tmp_path) -> No
         child.wait(timeout=10)
     assert cpu.seconds()["early.py"] < 0.2, cpu.seconds()
     assert before_now.seconds()["early.py"] >= 0.5, before_now.seconds()
+
+
+def test_equal_cpu_ratio_takes_out_the_machine_speed_and_keeps_what_the_grid_adds() -> None:
+    """Two runs of the same 100 examples: the 2-actor run's actors needed 10 % more CPU (the machine was
+    slower then) and its wall is 60 s against 100 s. End to end 100/60; at equal CPU ×1.1."""
+    from bench.bench_grid import equal_cpu_ratio
+    from jobs.driver import GridSummary, Timings
+
+    def run(wall_s: float, cpu_s: float, examples: int = 100) -> GridSummary:
+        return GridSummary("r", Path("."), 4, 0, examples=examples, wall_s=wall_s,
+                           timings=Timings(decode_cpu_s=cpu_s))
+
+    assert equal_cpu_ratio(run(100.0, 90.0), run(60.0, 99.0)) == pytest.approx((100 / 60) * (99 / 90))
+    # per example: a 2-actor run of twice the examples at twice the CPU has the same CPU per example
+    assert equal_cpu_ratio(run(100.0, 90.0), run(120.0, 180.0, examples=200)) == pytest.approx(100 / 60)
