@@ -57,15 +57,13 @@ class CpuByProcess:
         import psutil
 
         self._psutil, self.interval_s, self._from_now = psutil, interval_s, from_now
-        self._started = False
         self._first: dict[int, float] = {}
         self._last: dict[int, tuple[str, float]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def __enter__(self) -> CpuByProcess:
-        self._sample()
-        self._started = True
+        self._sample(baseline=self._from_now)
         self._thread.start()
         return self
 
@@ -78,7 +76,8 @@ class CpuByProcess:
         while not self._stop.wait(self.interval_s):
             self._sample()
 
-    def _sample(self) -> None:
+    def _sample(self, baseline: bool = False) -> None:
+        """``baseline``: every process's CPU so far predates the run (``from_now``'s first sample)."""
         me = self._psutil.Process()
         for proc in [me, *me.children(recursive=True)]:
             try:
@@ -87,8 +86,7 @@ class CpuByProcess:
                     label = "driver (this process)" if proc.pid == me.pid else _label(proc.cmdline())
             except self._psutil.Error:  # exited between listing and reading
                 continue
-            first = proc.pid == me.pid or (self._from_now and not self._started)
-            self._record(proc.pid, label, t.user + t.system, first=first)
+            self._record(proc.pid, label, t.user + t.system, first=baseline or proc.pid == me.pid)
 
     def _record(self, pid: int, label: str, cpu: float, first: bool = False) -> None:
         """A sample of ``pid``; ``first``: its CPU so far predates the run (this process), else counts."""
@@ -158,9 +156,17 @@ def equal_cpu_ratio(one: GridSummary, two: GridSummary) -> float:
     everything the grid adds (start-up, co-tenancy: actors waiting for a core, the tail). It also
     removes what two decoding processes cost each other in CPU time, which ``bench_cores.py`` measures
     (0.99-1.03x on this machine): divide by that for the raw ratio a steady machine would give."""
-    rate = [s.examples / s.wall_s for s in (one, two)]
-    cpu = [s.timings.decode_cpu_s / s.examples for s in (one, two)]
-    return (rate[1] / rate[0]) * (cpu[1] / cpu[0])
+    return throughput_ratio(one, two) * cpu_per_example_ratio(one, two)
+
+
+def throughput_ratio(one: GridSummary, two: GridSummary) -> float:
+    """Examples per second of wall time, ``two`` over ``one`` (end to end)."""
+    return (two.examples / two.wall_s) / (one.examples / one.wall_s)
+
+
+def cpu_per_example_ratio(one: GridSummary, two: GridSummary) -> float:
+    """The actors' decode CPU per example, ``two`` over ``one``."""
+    return (two.timings.decode_cpu_s / two.examples) / (one.timings.decode_cpu_s / one.examples)
 
 
 def per_model_share(name: str, overrides: list[str]) -> None:
@@ -199,14 +205,13 @@ def main(argv: list[str]) -> int:
             runs[workers] = run_once(name, [*overrides, f"workers={workers}"])
             report(f"{name} workers={workers}{tag}", runs[workers])
         one, two = runs[1], runs[2]
-        end_to_end = (two.examples / two.wall_s) / (one.examples / one.wall_s)
+        end_to_end = throughput_ratio(one, two)
         sched = [s.wall_s - s.timings.ray_start_s - s.timings.plan_s for s in (one, two)]
         ratios.append((end_to_end, sched[0] / sched[1], equal_cpu_ratio(one, two)))
         print(f"throughput ratio 2 vs 1 actors (examples/s, end to end){tag}: {end_to_end:.2f}")
         print(f"throughput ratio without Ray start and planning{tag}: {sched[0] / sched[1]:.2f}")
         print(f"throughput ratio at equal decode CPU per example{tag}: {ratios[-1][2]:.2f} (the 2-actor run's "
-              f"actors took {two.timings.decode_cpu_s / one.timings.decode_cpu_s:.3f}x the CPU of the 1-actor run's "
-              f"for the same examples: the machine's speed between the runs, and the two actors' cost to each other)")
+              f"actors took {cpu_per_example_ratio(one, two):.3f}x the CPU per example of the 1-actor run's: the machine's speed between the runs, and the two actors' cost to each other)")
     if repeat > 1:
         def listed(k: int) -> str:
             return f"{', '.join(f'{r[k]:.2f}' for r in ratios)} (median {statistics.median(r[k] for r in ratios):.2f})"

@@ -50,20 +50,15 @@ def main(argv: list[str]) -> int:
     finally:
         stop_ray(session)
     total = sum(per.values())
+    from ray._private.utils import get_dashboard_dependency_error  # what Ray itself checks to run minimal
+
+    minimal = get_dashboard_dependency_error() is not None
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; {actors} idle actors; "
-          f"ray {ray.__version__}; dashboard dependencies {'present' if _dashboard_deps() else 'absent (minimal)'}")
+          f"ray {ray.__version__}; dashboard dependencies {'absent (minimal)' if minimal else 'present'}")
     print(f"CPU seconds over {seconds:.0f} s: {total:.2f} ({total / seconds:.3f} of a core)")
     for label, s in per.most_common():
         print(f"  {label:28s} {s:6.2f}")
     return 0
-
-
-def _dashboard_deps() -> bool:
-    try:
-        import ray.dashboard.optional_deps  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 if __name__ == "__main__":
