@@ -102,12 +102,14 @@ def main() -> None:
     print(f"{'decoder':<34}{'fw/token':>10}{'ms/token':>10}{'tokens':>8}{'fw ratio':>10}{'wall ratio':>11}")
     print(f"{'autoregressive (KV cache)':<34}{ar_fw:>10.3f}{ar_s * 1e3:>10.3f}{ar_n:>8}{1.0:>10.2f}{1.0:>11.2f}")
     for st, tt in ((0.9, 0.4), (0.0, 0.0)):
-        s = ReFusionSettings(slot_size=4, block_length=16, slot_threshold=st, token_threshold=tt, mask_token_id=511)
+        s = ReFusionSettings(slot_size=4, serial_num_blocks=max(1, args.gen // 16), slot_threshold=st,
+                             token_threshold=tt, mask_token_id=511)
         rf = ReFusionDecoder(model, tok, s, max_new_tokens=args.gen)
         fw, sec, n = per_token(rf, args.repeats)
         label = f"refusion slot4/block16 τ {st}/{tt}"
         print(f"{label:<34}{fw:>10.3f}{sec * 1e3:>10.3f}{n:>8}{fw / ar_fw:>10.2f}{sec / ar_s:>11.2f}")
-    rf = ReFusionDecoder(model, tok, ReFusionSettings(slot_size=4, block_length=16, mask_token_id=511),
+    rf = ReFusionDecoder(model, tok, ReFusionSettings(slot_size=4, serial_num_blocks=max(1, args.gen // 16),
+                                                     mask_token_id=511),
                          max_new_tokens=args.gen)
     t0 = time.perf_counter()
     v_s, p_s, v_tok, p_tok = verify_vs_plan(rf, args.repeats)

@@ -82,6 +82,21 @@ class GridPlan:
         return ShardTask(shard, run_id, code_version, tuple(items))
 
 
+def cell_problems(grid: GridConfig, models: dict[str, ModelConfig], benches: dict[str, BenchmarkConfig]) -> list[str]:
+    """What would stop a model decoding a (benchmark, answer budget) cell: its family's own check (e.g.
+    a diffusion buffer the official sampler cannot cut into blocks of that length)."""
+    from streamgen.models import FAMILIES
+
+    p: list[str] = []
+    for cfg in models.values():
+        family = FAMILIES.get(cfg.family)
+        for name, bench in benches.items():
+            budget = grid.max_new_tokens if grid.max_new_tokens is not None else bench.max_new_tokens
+            if family is not None:
+                p.extend(x for x in family.cell_problems(cfg, int(budget), name) if x not in p)
+    return p
+
+
 def model_problems(cfg: ModelConfig) -> list[str]:
     """Whether ``cfg``'s weights are where it says (nothing is loaded; ``validate_model`` checks the family
     against ``streamgen.config.FAMILIES``, the names ``streamgen.models.FAMILIES`` lists)."""
@@ -176,6 +191,7 @@ def plan_grid(grid: GridConfig) -> GridPlan:
             except (OSError, ValueError, KeyError, RuntimeError) as exc:
                 problems.append(f"benchmark {name}: cannot load its examples from {data_dir} "
                                 f"({type(exc).__name__}: {exc})")
+    problems.extend(cell_problems(grid, models, benches))
     raise_if_problems(problems, f"grid {grid.name!r} cannot run")
     from streamgen.benchmarks import exclusion_reason
 

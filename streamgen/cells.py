@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from streamgen.config import BenchmarkConfig, ModelConfig, TypingConfig
+from streamgen.config import DIFFUSION_DEVIATIONS, BenchmarkConfig, ModelConfig, TypingConfig
 from streamgen.records import SCHEMA_VERSION
 
 HASH_CHARS = 16
@@ -70,6 +70,8 @@ def cell_settings(model: ModelConfig, benchmark: BenchmarkConfig, *, acceptance:
         for f in dataclasses.fields(cfg):
             if f.name not in skip:
                 _flat(f"{prefix}.{f.name}", getattr(cfg, f.name), out)
+    for key, default in DIFFUSION_DEVIATIONS.get(model.family, {}).items():  # recorded when left at the default
+        out.setdefault(f"model.decoding.{key}", default)
     for key, value in (timing or {}).items():
         _flat(f"timing.{key}", value, out)
     return dict(sorted(out.items()))

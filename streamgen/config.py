@@ -28,6 +28,23 @@ T = TypeVar("T")
 
 FAMILIES = ("autoregressive", "refusion", "bidirectional", "diffusion_gemma")
 VERIFIER_MODE_FAMILIES = ("bidirectional", "diffusion_gemma")  # families the grid sweeps verifier_modes for
+DIFFUSION_DEVIATIONS: dict[str, dict[str, Any]] = {
+    "bidirectional": {
+        "cap_gen_length": False,  # gen_length capped at the answer budget (official: gen_length is the length)
+        "stop_after_eos_block": False,  # stop after the block holding the first EOS (official: fill every block)
+        "suppress_mask_logit": False,  # the mask id never predicted (official: argmax over the whole vocabulary)
+        "fixed_prompt_masks": False,  # mask ids in the request stay (official: they are masked positions)
+    },
+    "refusion": {
+        "block_length": None,  # a fixed block length (official: gen_length / serial_num_blocks)
+        "cap_gen_length": False,  # gen_length capped at the answer budget (official: gen_length is the length)
+        "stop_on_every_eos": False,  # every EOS id the configs name ends the answer (official: eos_token_id)
+        "suppress_mask_logit": False,  # the mask id never planned (official: argmax over the whole vocabulary)
+    },
+}
+"""Per diffusion family, the project's differences from the official samplers: option → default (off).
+The decoders' settings take their defaults from here; every cell fingerprint of the family records them,
+so a run that turns one on never shares a fingerprint with one that does not (docs/diffusion.md)."""
 MODEL_SOURCES = ("hub", "local", "gguf", "smollm2", "tiny", "scripted")
 TINY_ARCHS = ("llama", "qwen3", "gemma3", "llada", "dream", "diffusion_gemma")
 ACCEPTANCE_RULES = ("greedy", "threshold")

@@ -145,7 +145,8 @@ class ScriptedLM(torch.nn.Module):
         tok = tiny_tokenizer()
         self.script, self.bidirectional, self.mask_id = script, bidirectional, int(mask_token_id)
         self.eos_id = int(tok.eos_token_id)
-        self.config = ScriptedConfig("llada" if bidirectional else "scripted", len(tok), self.eos_id)
+        self.vocab = max(len(tok), self.mask_id + 1)  # a mask id past the tokenizer's: never produced from text
+        self.config = ScriptedConfig("llada" if bidirectional else "scripted", self.vocab, self.eos_id)
         self.generation_config = None
         self.anchor = torch.nn.Parameter(torch.zeros(1), requires_grad=False)  # carries device and dtype
 
@@ -171,7 +172,7 @@ class ScriptedLM(torch.nn.Module):
         for t, q in fed[b, 0].tolist():
             unshifted = self.bidirectional or (int(t) == self.mask_id and q >= start)
             j = int(q) - start + (0 if unshifted else 1)
-            out.append(_distribution(self.script, answer, j, self.mask_id))
+            out.append(_distribution(self.script, answer, j, self.mask_id, self.vocab))
         return torch.stack(out)
 
 
@@ -186,11 +187,11 @@ def _scripted_answer(script: Script, pairs: torch.Tensor, eos_id: int) -> tuple[
     return start, script.content(request_bytes(prefix[:start])) + [eos_id]
 
 
-def _distribution(script: Script, answer: list[int], j: int, mask_id: int) -> torch.Tensor:
+def _distribution(script: Script, answer: list[int], j: int, mask_id: int, vocab: int | None = None) -> torch.Tensor:
     """Log-probabilities at answer position ``j``: ``prob(j)`` on the scripted token, the rest evenly
     (mask: 0); past the answer's end, EOS."""
     j = max(j, 0)
-    vocab = _vocab_size()
+    vocab = vocab or _vocab_size()
     token = answer[j] if j < len(answer) else answer[-1]
     p = script.prob(j)
     row = torch.full((vocab,), math.log((1 - p) / (vocab - 2)))

@@ -187,7 +187,9 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedMod
     """Load the weights and tokenizer a model config names (never downloads unless it names a hub id)."""
     raise_if_problems(validate_model(cfg), f"model {cfg.name or '<model>'} is misconfigured")
     if cfg.source == "tiny":
-        model = tiny_model(cfg.tiny_arch or "", seed=cfg.seed)
+        mask = dict(cfg.decoding).get("mask_token_id")  # a diffusion family's mask id past the tokenizer's
+        vocab = max(len(tiny_tokenizer()), int(mask) + 1) if mask is not None else None
+        model = tiny_model(cfg.tiny_arch or "", seed=cfg.seed, vocab_size=vocab)
         return LoadedModel(model.to(device, dtype=torch_dtype(cfg.dtype)).eval(), tiny_tokenizer())
     if cfg.source == "scripted":
         return _scripted(cfg, device)

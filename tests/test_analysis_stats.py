@@ -306,7 +306,8 @@ def test_files_of_an_older_schema_read_missing_columns_as_null(tmp_path: Path) -
 def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
     """The SQL ``kept`` rule on rows the decoders really write (scripted models, all three families),
     not on hand-made fixtures: constant keeps every draft token, EOS included (accepted == draft), so
-    the keep-all share is 100 % and the residual sits at the family floor; lastsegment keeps none;
+    the keep-all share is 100 % and the residual sits at the family floor (LLaDA: above it, the block
+    after the answer is filled); lastsegment keeps none;
     prefix keeps exactly k, a part."""
     from jobs.rows import outcome_rows
     from streamgen.benchmarks import Score
@@ -336,6 +337,7 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
     for name, row in dist.items():
         behaviour = name.rsplit("-", 1)[1]
         assert row[f"share_keep_{expect[behaviour]}"] == 1.0, (name, row)
-        if behaviour == "constant":
-            assert row["share_at_floor"] == 1.0
+        if behaviour == "constant":  # LLaDA's kept draft still pays the block after it (the official
+            # sampler fills every block: 1 + 4 forwards, above the floor of 2), the others sit at the floor
+            assert row["share_at_floor"] == (0.0 if "-llada-" in name else 1.0), (name, row)
     assert len(dist) == 9

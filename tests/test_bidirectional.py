@@ -36,27 +36,17 @@ def _decoder(name: str, *overrides: str, max_new_tokens: int = G) -> Bidirection
 def test_every_denoising_step_is_one_forward(name):
     d = _decoder(name)
     gen = d.generate(A)
-    # 2 tokens per step over 32 positions: 16 steps (blocks of 16 for llada, one block for dream)
-    assert gen.forwards == 16 and {c.kind for c in d.meter.calls} == {"denoise"}
+    # steps: 16 over the 32 positions (llada: 2 blocks of 16, 8 steps each; dream: one block)
+    assert gen.forwards == d.settings.steps == 16 and {c.kind for c in d.meter.calls} == {"denoise"}
     assert all(c.tokens_fed == d.count_request_tokens(A) + G for c in d.meter.calls)
     assert len(gen.token_ids) == G or gen.finished
 
 
-@pytest.mark.parametrize("style,alg", [("llada", "low_confidence"), ("dream", "entropy"), ("dream", "maskgit_plus")])
-@pytest.mark.parametrize("masked,tps", [(16, 1), (16, 3), (7, 2)])
-def test_schedules_reveal_every_mask(style, alg, masked, tps):
-    d = BidirectionalDecoder(tiny_model("qwen3"), tiny_tokenizer(),
-                             BidirSettings(style=style, remasking=alg, tokens_per_step=tps, mask_token_id=511),
-                             max_new_tokens=G)
-    sched = d._schedule(masked)
-    assert sum(sched) == masked and len(sched) == math.ceil(masked / tps)
-    if style == "llada":
-        assert max(sched) - min(sched) <= 1 and sched == sorted(sched, reverse=True)
-
-
 def test_total_steps_setting():
-    d = _decoder("tiny-llada", "decoding.steps=8", "decoding.tokens_per_step=1")
-    assert d.tokens_per_step == 4 and d.generate(A).forwards == 8  # 2 blocks × ceil(16 / 4)
+    d = _decoder("tiny-llada", "decoding.steps=8")
+    assert d.geometry.steps_per_block == 4 and d.generate(A).forwards == 8  # 2 blocks × 8 / 2
+    with pytest.raises(ConfigError, match="tokens_per_step was replaced"):
+        _decoder("tiny-llada", "decoding.tokens_per_step=2")
 
 
 def test_dream_logits_are_shifted_by_one_and_llada_not():
@@ -68,8 +58,7 @@ def test_dream_logits_are_shifted_by_one_and_llada_not():
         with torch.no_grad():
             raw = full_attention_logits(d.model, ids)[0]
         p = len(buf.prompt)
-        want = raw[p - shift:p - shift + G].clone()
-        want[:, d.mask_id] = float("-inf")
+        want = raw[p - shift:p - shift + G]  # the whole vocabulary, the mask id included
         assert torch.equal(rows, want)
 
 
@@ -83,7 +72,7 @@ def _causal_row(d: ReFusionDecoder, prompt: list[int], draft: list[int], j: int)
 def test_paper_6_5_causal_verifier_cannot_see_the_token_it_scores(name):
     """Replacing draft token j leaves the causal verifier's distribution at j unchanged; the visible
     bidirectional verifier's changes (it sees the token); the hidden one never sees any draft token."""
-    causal = ReFusionDecoder(tiny_model("qwen3"), tiny_tokenizer(), ReFusionSettings(mask_token_id=511),
+    causal = ReFusionDecoder(tiny_model("qwen3"), tiny_tokenizer(), ReFusionSettings(mask_token_id=511, slot_size=4),
                              max_new_tokens=G)
     draft = [int(t) for t in range(40, 40 + 12)]
     j, other = 5, 300
@@ -131,18 +120,23 @@ def test_unrelated_draft_probe(mode):
 @pytest.mark.parametrize("name", ["tiny-llada", "tiny-dream"])
 @pytest.mark.parametrize("mode", ["visible", "hidden"])
 def test_stream_residual_and_minimum(name, mode):
-    """Kept whole at τ = 0 (the tiny model's own EOS-ended answer, or a buffer-filling draft): the answer
-    is the draft and the cost is exactly the floor, verify + one denoising step. A rejected draft costs
+    """Kept whole at τ = 0: a buffer-filling draft is the answer at exactly the floor, verify + one
+    denoising step. An EOS-ended draft kept whole is the answer too, but the official procedure fills
+    every block still masked after it: verify + steps per block × those blocks. A rejected draft costs
     verify + the full denoising of the buffer (the base run's forwards)."""
     d = _decoder(name, f"decoding.verifier_mode={mode}", "decoding.eos_token_ids=[7]")
     assert isinstance(d, Decoder) and d.verifier_mode == mode
     own = d.generate(A)
     content = [t for t in own.token_ids if t not in d.eos_ids]
+    spb, block = d.geometry.steps_per_block, d.block_length
     for draft in (content[:5] + [7], (content + [9] * G)[:G]):
         res = d.open_stream().step(A, draft, Threshold(0.0))
         assert res.accepted_tokens == res.draft_tokens_in == len(draft) and res.generated_tokens == 0
-        assert list(res.answer.token_ids) == draft and res.answer.forwards == d.min_residual_forwards == 2
-        assert [c.kind for c in d.meter.calls[-2:]] == [f"verify_{mode}", "denoise"]
+        assert list(res.answer.token_ids) == draft
+        masked_blocks = G // block - len(draft) // block  # blocks holding a position after the draft
+        want = 2 if len(draft) == G else 1 + spb * masked_blocks
+        assert res.answer.forwards == want and d.min_residual_forwards == 2
+        assert d.meter.calls[-res.answer.forwards].kind == f"verify_{mode}"
     res = d.open_stream().step(A, [7], Threshold(1.0))  # an EOS-only draft is verified, and rejected
     assert res.accepted_tokens == 0 and res.answer.forwards == 1 + own.forwards
     assert res.answer.token_ids == own.token_ids
@@ -158,6 +152,11 @@ def test_settings_validation_and_configs():
     for name, mask, eot in (("llada-8b", 126336, 126348), ("dream-7b", 151666, 151645)):
         s = bidir_settings_from(dict(model_config(name).decoding))
         assert s.mask_token_id == mask and s.verifier_mode == "visible" and eot in s.eos_token_ids
+        assert (s.block_length, s.steps, s.gen_length) == (None, None, None)  # pure diffusion, 1 token a step
+    llada = bidir_settings_from(dict(model_config("llada-8b").decoding))
+    assert llada.per_benchmark["humaneval"] == {"gen_length": 512, "logits_inf_ids": [126081]}
+    assert llada.per_benchmark["mbpp"]["confidence_inf_ids"] == [126081, 126348]
+    assert bidir_settings_from(dict(model_config("dream-7b").decoding)).confidence_top_k == 50
     d = _decoder("tiny-llada", "decoding.eos_token_ids=[7]")
     assert 7 in d.eos_ids and d.tokenizer.eos_token_id in d.eos_ids
 
@@ -165,7 +164,7 @@ def test_settings_validation_and_configs():
 def test_causal_stand_in_gets_full_attention():
     """A tiny Qwen3 run as family bidirectional sees the future through an all-True 4-D mask."""
     d = _decoder("tiny-qwen3", "family=bidirectional", "decoding.style=llada", "decoding.mask_token_id=511",
-                 "decoding.tokens_per_step=4")
+                 "decoding.steps=8")
     buf = Buffer(d.text.render(A), [None] * G)
     first = d.forward(buf, "t")[0].clone()
     buf.answer[G - 1] = 42
@@ -182,6 +181,7 @@ def test_run_pair_works_unchanged(name):
     out = run_pair(d, req, Greedy(), base_first=False)
     assert out.run_order == "stream_first" and out.min_residual_forwards == 2
     assert out.base.forwards == 16 and out.residual_forwards >= 2
+    assert d.for_benchmark("mbpp") is d  # no per-benchmark settings in the tiny configs
 
 
 def test_paper_6_5_visible_verifier_accepts_an_unrelated_draft_hidden_does_not():

@@ -16,16 +16,17 @@ from streamgen.models import load_decoder
 from streamgen.tokenizers import tiny_tokenizer
 from streamgen.weights import tiny_model
 
-MASK = 511
+MASK = 512  # one past the tiny tokenizer's vocabulary: never in a request
 G = 32  # generation length: 2 blocks of 16, slots of 4
 MSGS = [{"role": "user", "content": "Write a Python function that returns the sum of a list."}]
 OTHER = [{"role": "user", "content": "Can you explain how a hash table works? Make it short."}]
 ADDS = [{"role": "user", "content": "Write a function that adds two numbers."}]
+EOS_SEED = 11  # the first seed whose answer to ADDS ends in EOS (at position 4, inside the first block)
 
 
 def _model(seed: int = 0, eos: str = "keep"):
     """Tiny Qwen3; ``eos='never'`` zeroes EOS's output row (random logits elsewhere beat 0)."""
-    model = tiny_model("qwen3", seed=seed)
+    model = tiny_model("qwen3", seed=seed, vocab_size=MASK + 1)
     eos_id = tiny_tokenizer().eos_token_id
     with torch.no_grad():
         w = model.lm_head.weight
@@ -35,7 +36,7 @@ def _model(seed: int = 0, eos: str = "keep"):
 
 
 def _decoder(model, slot_t=0.9, tok_t=0.4, **kw) -> ReFusionDecoder:
-    s = ReFusionSettings(slot_size=4, block_length=16, slot_threshold=slot_t, token_threshold=tok_t,
+    s = ReFusionSettings(slot_size=4, serial_num_blocks=2, slot_threshold=slot_t, token_threshold=tok_t,
                          mask_token_id=MASK, **kw)
     return ReFusionDecoder(model, tiny_tokenizer(), s, max_new_tokens=G)
 
@@ -78,7 +79,7 @@ def test_answer_is_ordered_by_original_position_and_kv_matches_prefill(slot_t, t
 
 
 def test_eos_truncates_the_answer():
-    d = _decoder(_model(), 0.9, 0.4)  # seed 0 emits EOS inside the second block for this request
+    d = _decoder(_model(EOS_SEED), 0.9, 0.4)
     gen = d.generate(ADDS)
     eos = d.tokenizer.eos_token_id
     assert gen.finished and gen.token_ids[-1] == eos
@@ -104,13 +105,20 @@ def test_forward_counts_follow_the_round_structure(slot_t, tok_t, expected):
     assert d.generate(MSGS).forwards == expected
 
 
-@pytest.mark.parametrize("seed,base,stream", [(0, 50, 51), (1, 64, 65)])
-def test_golden_forward_counts_reference_thresholds(seed, base, stream):
-    """Pinned counts at τ 0.9/0.4 (seed 0 ends in EOS at position 16; seed 1 runs to the limit)."""
+@pytest.mark.parametrize("seed", [0, 1])
+def test_forward_counts_at_reference_thresholds_follow_the_official_sampler(seed):
+    """τ 0.9/0.4: the base run costs what generate_refusion's does (tests/official_samplers.py); a stream
+    step that keeps nothing costs 1 verify + exactly the base run."""
+    from tests.official_samplers import refusion_generate
+
     d = _decoder(_model(seed), 0.9, 0.4)
-    assert d.generate(ADDS).forwards == base
+    _, trace = refusion_generate(d.model, d.text.render(ADDS), gen_length=G, slot_size=4, serial_num_blocks=2,
+                                 slot_threshold=0.9, token_threshold=0.4, mask_id=MASK,
+                                 eos_token_id=d.tokenizer.eos_token_id)
+    base = d.generate(ADDS).forwards
+    assert base == trace.calls
     res = d.open_stream().step(ADDS, d.generate(OTHER).token_ids, Threshold(0.01))
-    assert res.accepted_tokens == 0 and res.answer.forwards == stream
+    assert res.accepted_tokens == 0 and res.answer.forwards == 1 + base
 
 
 def test_every_call_is_metered_with_tokens_fed():
@@ -150,9 +158,9 @@ def test_residual_at_least_three(rule):
 
 @pytest.mark.parametrize("eos", ["keep", "never"])
 def test_fully_accepted_draft_costs_exactly_the_minimum(eos):
-    """A tiny random model's own answer at τ = 0 (EOS-ended for seed 0, else filling the buffer): the
+    """A tiny random model's own answer at τ = 0 (EOS-ended for EOS_SEED, else filling the buffer): the
     whole draft is kept (EOS included), the answer is the draft, and the cost is exactly the floor."""
-    d = _decoder(_model(eos=eos), 0.9, 0.4)
+    d = _decoder(_model(EOS_SEED if eos == "keep" else 0, eos=eos), 0.9, 0.4)
     draft = d.generate(ADDS).token_ids
     assert (draft[-1] == d.tokenizer.eos_token_id) == (eos == "keep") and len(draft) <= G
     res = d.open_stream().step(ADDS, draft, Threshold(0.0))
@@ -184,10 +192,11 @@ def test_settings_validation_and_config_loading():
         settings_from({"token_threshold": 1.5})
     d = load_decoder(model_config("tiny-refusion"), max_new_tokens=24)
     assert isinstance(d, Decoder)
-    assert d.family == "refusion" and d.gen_length == 24 and d.mask_id == MASK
+    # the configured generation length is the official one, not capped at the budget
+    assert d.family == "refusion" and (d.gen_length, d.block_length) == (32, 16) and d.mask_id == MASK
     assert d.for_benchmark("mbpp") is d
     big = settings_from(dict(model_config("refusion-8b").decoding))
-    assert (big.slot_size, big.block_length, big.gen_length, big.mask_token_id) == (32, 128, 512, 151670)
+    assert (big.slot_size, big.serial_num_blocks, big.gen_length, big.mask_token_id) == (32, 4, 512, 151670)
     assert big.per_benchmark["mbpp"]["token_threshold"] == 0.3
 
 

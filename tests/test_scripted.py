@@ -37,7 +37,8 @@ def answer_tokens(behaviour: str) -> int:
 
 def base_forwards(family: str, decoder, a_tokens: int) -> int:
     """DESIGN §2. AR: 1 prefill + 1 per further token. ReFusion with slot_threshold 1.0: one slot per
-    round, 2 forwards per round. LLaDA: ⌈block / tokens_per_step⌉ per block, one block holds the answer.
+    round, 2 forwards per round. LLaDA: steps per block × blocks — the official sampler fills every block,
+    also the one after the block holding the answer.
     DiffusionGemma: ⌈A / canvas⌉ canvases, each one encoder call (the request, then the previous canvas)
     + s_min decoder calls (the scripted argmax is stable from the first step, the confidence threshold
     is out of reach: the stability rule stops every canvas at stability_threshold + 1)."""
@@ -47,7 +48,7 @@ def base_forwards(family: str, decoder, a_tokens: int) -> int:
         return 2 * math.ceil(a_tokens / decoder.settings.slot_size)
     if family == "dgemma":
         return math.ceil(a_tokens / decoder.canvas) * (1 + dgemma_steps(decoder))
-    return math.ceil(decoder.block_length / decoder.tokens_per_step)
+    return decoder.geometry.steps_per_block * decoder.geometry.num_blocks
 
 
 def dgemma_steps(decoder) -> int:
@@ -58,7 +59,12 @@ def dgemma_steps(decoder) -> int:
 
 def residual_forwards(family: str, decoder, a_tokens: int, accepted: int) -> int:
     """A fully accepted finished draft costs the family's floor; otherwise 1 verify + the decoding of
-    positions accepted..end (AR: the verify yields token ``accepted``; diffusion: re-masked positions)."""
+    positions accepted..end (AR: the verify yields token ``accepted``; diffusion: re-masked positions).
+    LLaDA: 1 verify + steps per block for every block still holding a masked position, whatever was
+    accepted (the official sampler fills every block); 2 (verify + confirm) when none is left."""
+    if family == "llada":
+        left = decoder.geometry.num_blocks - accepted // decoder.block_length
+        return 1 + decoder.geometry.steps_per_block * left if left else decoder.min_residual_forwards
     if accepted == a_tokens:
         return decoder.min_residual_forwards
     if family == "ar":
@@ -68,7 +74,7 @@ def residual_forwards(family: str, decoder, a_tokens: int, accepted: int) -> int
     if family == "dgemma":  # verify (2) + canvases from the first rejected one to the EOS's, encoders between
         canvases = (a_tokens - 1) // decoder.canvas - accepted // decoder.canvas + 1
         return 2 + canvases * dgemma_steps(decoder) + canvases - 1
-    return 1 + math.ceil((decoder.block_length - accepted) / decoder.tokens_per_step)
+    raise AssertionError(family)
 
 
 def expected_accepted(behaviour: str, tau: float | None) -> int:
@@ -111,8 +117,9 @@ def test_counts_follow_from_the_design(decoders, family: str, behaviour: str) ->
     kept_whole = out.final.accepted_tokens == out.final.draft_tokens_in
     assert kept_whole == (behaviour in ("constant", "calibrated"))
     assert out.residual_forwards >= d.min_residual_forwards
-    if kept_whole:
-        assert out.residual_forwards == d.min_residual_forwards
+    if kept_whole:  # the floor, but for LLaDA's blocks after the answer's (filled all the same)
+        assert out.residual_forwards == residual_forwards(family, d, a_tokens, a_tokens)
+        assert (out.residual_forwards == d.min_residual_forwards) == (family != "llada")
 
 
 @pytest.mark.parametrize("family", FAMILIES)

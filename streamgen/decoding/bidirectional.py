@@ -2,29 +2,28 @@
 
 The answer is a buffer of ``gen_length`` positions after the request. Each denoising step is ONE
 forward over request + the whole buffer (no KV cache: every position sees every other), and reveals
-some masked positions of the current block:
+some masked positions as the official samplers do (:mod:`streamgen.decoding.bidir_sampler`: the
+geometry, the per-step counts, the argmax and confidence of each style, every knob):
 
-- ``llada``: logits at ``i`` predict token ``i``; a linear schedule reveals ⌊m/s⌋ (+1 for the first
-  m mod s steps) of a block's m masks per step, choosing by ``low_confidence`` remasking.
-- ``dream``: logits at ``i-1`` predict token ``i`` (the one-position shift); the number revealed at
-  step t→s is ``int(m·(1-s/t))`` over ``linspace(1, eps, steps+1)`` (all at the last step), chosen by
-  ``entropy`` (negative entropy) or ``maskgit_plus`` (top probability).
+- ``llada``: logits at ``i`` predict token ``i``; ``low_confidence`` remasking on LLaDA's linear schedule.
+- ``dream``: logits at ``i-1`` predict token ``i`` (the one-position shift); ``entropy``,
+  ``maskgit_plus`` or ``topk_margin`` on Dream's ``linspace(1, eps)`` schedule.
 
-Decoding stops after the block in which the first EOS is revealed (everything after it is padding).
+Every block is filled (the answer is cut at its first EOS afterwards), as the official samplers do.
 
 Streaming verification is ONE forward over request + buffer, in two modes (``verifier_mode``):
 ``visible`` puts the draft in the buffer (each position can see its own token, so it is confirmed
 whatever it is: paper §6.5), ``hidden`` masks the draft (the verdict is formed without the draft,
-and without the context it needs). :func:`probe_unrelated` scores a draft that answers another
-request and reports its median probability and accepted length.
+and without the context it needs). After it, the accepted run is fixed and the rest of the buffer is
+decoded by the same procedure as a base run. :func:`probe_unrelated` scores a draft that answers
+another request and reports its median probability and accepted length.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -36,61 +35,27 @@ from streamgen.decoding.acceptance import (
     AcceptanceRule,
     Verification,
     accepted_length,
-    draft_is_complete,
 )
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.bidir_models import BIDIR_ARCHS, BidirLM
+from streamgen.decoding.bidir_sampler import (
+    BidirSettings,
+    bidir_settings_from,
+    choose,
+    dream_transfer_count,
+    geometry,
+    llada_transfer_counts,
+    proposals,
+    with_benchmark,
+)
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.over_text import OverText
 from streamgen.weights import LoadedModel, load_model_and_tokenizer, torch_dtype
 
 log = logging.getLogger(__name__)
 
-STYLES = ("llada", "dream")
-REMASKING = {"llada": ("low_confidence",), "dream": ("entropy", "maskgit_plus")}
-VERIFIER_MODES = ("visible", "hidden")
-
-
-@dataclass(frozen=True)
-class BidirSettings:
-    """Decode settings (``decoding:`` in the model YAML)."""
-
-    style: str = "llada"  # llada (no shift) | dream (logits shifted by one)
-    gen_length: int | None = None  # answer buffer; capped by the decoder's max_new_tokens
-    block_length: int | None = None  # None: one block = the whole buffer (pure diffusion)
-    tokens_per_step: int = 1  # steps per block = ceil(masked / tokens_per_step)
-    steps: int | None = None  # LLaDA/Dream's total steps over the buffer; if set, tokens_per_step = ⌈gen/steps⌉
-    remasking: str | None = None  # None: low_confidence (llada), entropy (dream)
-    eps: float = 1e-3  # Dream's final timestep
-    verifier_mode: str = "visible"  # visible | hidden (the ablation the grid sweeps)
-    mask_token_id: int | None = None  # None: the model's (in-project spec) or the tokenizer's mask token
-    eos_token_ids: tuple[int, ...] = ()  # extra end-of-answer ids (LLaDA: <|eot_id|> 126348 besides EOS)
-
-    @property
-    def alg(self) -> str:
-        return self.remasking or REMASKING[self.style][0]
-
-
-def bidir_settings_from(decoding: dict[str, Any]) -> BidirSettings:
-    """Parse ``cfg.decoding``; unknown keys and bad values raise one :class:`ConfigError`."""
-    known = {f.name for f in fields(BidirSettings)}
-    problems = [f"decoding.{k} is not a bidirectional setting: known are {sorted(known)}" for k in decoding
-                if k not in known]
-    if problems:
-        raise ConfigError(problems)
-    s = BidirSettings(**{**decoding, "eos_token_ids": tuple(decoding.get("eos_token_ids", ()))})
-    if s.style not in STYLES:
-        problems.append(f"decoding.style={s.style!r} must be one of {STYLES}")
-    elif s.alg not in REMASKING[s.style]:
-        problems.append(f"decoding.remasking={s.remasking!r}: {s.style} supports {REMASKING[s.style]}")
-    if s.verifier_mode not in VERIFIER_MODES:
-        problems.append(f"decoding.verifier_mode={s.verifier_mode!r} must be visible or hidden")
-    if s.tokens_per_step < 1 or (s.block_length is not None and s.block_length < 1) or (s.steps or 1) < 1:
-        problems.append("decoding.tokens_per_step, decoding.steps and decoding.block_length must be ≥ 1")
-    if problems:
-        raise ConfigError(problems)
-    return s
+__all__ = ["BidirSettings", "BidirectionalDecoder", "Buffer", "bidir_settings_from", "probe_unrelated"]
 
 
 def full_attention_logits(model: Any, input_ids: torch.Tensor) -> torch.Tensor:
@@ -108,13 +73,20 @@ def full_attention_logits(model: Any, input_ids: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class Buffer:
-    """Request + answer buffer; ``None`` marks a masked answer position."""
+    """Request + answer buffer; ``None`` marks a masked answer position, ``prompt_masked`` the request
+    positions that hold the mask id and are still masked (the official samplers may reveal them)."""
 
     prompt: list[int]
     answer: list[int | None]
+    prompt_masked: list[int] = field(default_factory=list)
 
     def eos_pos(self, eos_ids: frozenset[int]) -> int | None:
         return next((i for i, t in enumerate(self.answer) if t is not None and t in eos_ids), None)
+
+    def masked(self, end: int) -> list[int]:
+        """Sequence positions still masked: the request's, then the answer's before answer index ``end``."""
+        p = len(self.prompt)
+        return [*self.prompt_masked, *(p + j for j in range(end) if self.answer[j] is None)]
 
 
 @dataclass(frozen=True)
@@ -131,94 +103,112 @@ class BidirectionalDecoder(OverText):
     """LLaDA / Dream style decoding behind the Decoder protocol; every denoising step is one forward."""
 
     family: Family = "bidirectional"
-    min_residual_forwards = 2  # verify + one denoising step, always (docs/diffusion.md)
+    min_residual_forwards = 2  # verify + one denoising step (docs/diffusion.md)
 
     def __init__(self, model: Any, tokenizer: Any, settings: BidirSettings, *, max_new_tokens: int = 256,
                  device: str = "cpu", text: AutoregressiveDecoder | None = None) -> None:
         self.text = text or AutoregressiveDecoder(model, tokenizer, max_new_tokens=max_new_tokens, device=device)
         self.model, self.tokenizer, self.settings = model, tokenizer, settings
         self.max_new_tokens = int(max_new_tokens)
-        self.gen_length = min(int(settings.gen_length or max_new_tokens), int(max_new_tokens))
-        self.block_length = min(int(settings.block_length or self.gen_length), self.gen_length)
+        self.geometry = geometry(settings, max_new_tokens)
+        self.gen_length, self.block_length = self.geometry.gen_length, self.geometry.block_length
         self.verifier_mode = settings.verifier_mode
-        self.tokens_per_step = (math.ceil(self.gen_length / settings.steps) if settings.steps
-                                else settings.tokens_per_step)
         self.shift = settings.style == "dream"
         self.meter = self.text.meter
         self.eos_ids = frozenset(self.text.eos_token_ids) | frozenset(int(t) for t in settings.eos_token_ids)
         self.mask_id = _mask_id(model, tokenizer, settings.mask_token_id)
         self.device = torch.device(device)
 
+    def for_benchmark(self, benchmark: str) -> BidirectionalDecoder:
+        """A decoder with ``per_benchmark[benchmark]`` applied (same model, text decoder and meter)."""
+        settings = with_benchmark(self.settings, benchmark)
+        if settings is self.settings:
+            return self
+        return BidirectionalDecoder(self.model, self.tokenizer, settings, max_new_tokens=self.max_new_tokens,
+                                    device=str(self.device), text=self.text)
+
     # -- one forward ---------------------------------------------------------------------------
 
-    def forward(self, buf: Buffer, kind: str) -> torch.Tensor:
-        """ONE metered forward over request + buffer; returns (gen_length, vocab) logits aligned so that
-        row ``j`` predicts answer position ``j`` (Dream's shift applied)."""
+    def logits_all(self, buf: Buffer, kind: str) -> torch.Tensor:
+        """ONE metered forward over request + buffer; returns (length, vocab) float32 logits aligned so
+        that row ``i`` predicts sequence position ``i`` (Dream's shift applied: row 0 is its own)."""
         ids = buf.prompt + [self.mask_id if t is None else t for t in buf.answer]
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
         with self.meter.call(kind, len(ids)):
             logits = full_attention_logits(self.model, input_ids)[0].float()
+        if self.shift:
+            logits = torch.cat([logits[:1], logits[:-1]])
+        return logits
+
+    def forward(self, buf: Buffer, kind: str) -> torch.Tensor:
+        """ONE metered forward; the (gen_length, vocab) rows of the answer positions (``row j`` predicts
+        answer position ``j``)."""
         p = len(buf.prompt)
-        rows = logits[p - 1:p - 1 + len(buf.answer)] if self.shift else logits[p:p + len(buf.answer)]
-        rows = rows.clone()
-        rows[:, self.mask_id] = float("-inf")
+        rows = self.logits_all(buf, kind)[p:p + len(buf.answer)]
+        if self.settings.suppress_mask_logit:
+            rows = rows.clone()
+            rows[:, self.mask_id] = float("-inf")
         return rows
 
     # -- denoising -----------------------------------------------------------------------------
 
-    def _schedule(self, masked: int) -> list[int]:
-        steps = max(1, math.ceil(masked / self.tokens_per_step))
-        if self.settings.style == "llada":
-            return [masked // steps + (1 if i < masked % steps else 0) for i in range(steps)]
-        t = torch.linspace(1, self.settings.eps, steps + 1).tolist()
-        out, left = [], masked
-        for i in range(steps):
-            n = left if i == steps - 1 else int(left * (1 - t[i + 1] / t[i]))
-            out.append(n)
-            left -= n
-        return out
+    def _reveal(self, buf: Buffer, logits: torch.Tensor, end: int, n: int) -> None:
+        """Reveal the ``n`` most confident masked positions before answer index ``end`` (request masks
+        included); a position whose argmax is the mask id stays masked."""
+        cand = buf.masked(end)
+        if not cand or n <= 0:
+            return
+        x0, conf = proposals(logits[cand], self.settings, self.mask_id)
+        p = len(buf.prompt)
+        for i in choose(cand, conf, n):
+            pos, tok = cand[i], int(x0[i])
+            if tok == self.mask_id:
+                continue
+            if pos < p:
+                buf.prompt[pos] = tok
+                buf.prompt_masked.remove(pos)
+            else:
+                buf.answer[pos - p] = tok
 
-    def _reveal(self, buf: Buffer, logits: torch.Tensor, lo: int, hi: int, n: int) -> None:
-        probs = logits.softmax(-1)
-        if self.settings.alg == "entropy":
-            conf = (probs * probs.clamp_min(1e-30).log()).sum(-1)  # negative entropy
-        else:
-            conf = probs.max(-1).values
-        scores, x0 = conf.tolist(), probs.argmax(-1).tolist()  # one conversion each, not one per position
-        cand = [j for j in range(lo, hi) if buf.answer[j] is None]
-        for j in sorted(cand, key=lambda j: -scores[j])[:n]:
-            buf.answer[j] = x0[j]
+    def _denoise_block(self, buf: Buffer, end: int, masked: int) -> None:
+        steps = self.geometry.steps_per_block
+        if self.settings.style == "llada":
+            for n in llada_transfer_counts(masked, steps):
+                logits = self.logits_all(buf, "denoise")
+                self._reveal(buf, logits, end, n)
+            return
+        for i in range(steps):
+            logits = self.logits_all(buf, "denoise")
+            self._reveal(buf, logits, end, dream_transfer_count(len(buf.masked(end)), i, steps, self.settings.eps))
 
     def denoise(self, buf: Buffer) -> None:
-        """Fill the masked positions block by block; stop after the block holding the first EOS."""
+        """Fill the masked positions block by block, every block (``stop_after_eos_block``: stop after the
+        block holding the first EOS). A block with nothing masked (a stream step's accepted run) costs nothing."""
         for lo in range(0, self.gen_length, self.block_length):
-            hi = min(lo + self.block_length, self.gen_length)
+            hi = lo + self.block_length
             masked = sum(t is None for t in buf.answer[lo:hi])
             if masked:
-                for n in self._schedule(masked):
-                    logits = self.forward(buf, "denoise")
-                    if n:
-                        self._reveal(buf, logits, lo, hi, n)
-            if buf.eos_pos(self.eos_ids) is not None:
+                self._denoise_block(buf, hi, masked)
+            if self.settings.stop_after_eos_block and buf.eos_pos(self.eos_ids) is not None:
                 return
 
     def confirm(self, buf: Buffer) -> None:
-        """The denoising step that emits a fully accepted draft: one forward over request + buffer (the
-        tail after the draft masked); its reveals would fall after the EOS, so none is kept. It makes
-        the floor 2 (docs/diffusion.md)."""
+        """The denoising step that emits a draft which leaves nothing to decode: one forward over request +
+        buffer; what it reveals falls after the answer's end, so none is kept. It makes the floor 2."""
         self.forward(buf, "denoise")
 
     def _generation(self, buf: Buffer, span: Any) -> Generation:
         eos = buf.eos_pos(self.eos_ids)
         end = self.gen_length if eos is None else eos + 1
-        tokens = [int(t) for t in buf.answer[:end] if t is not None]
-        assert len(tokens) == end, "decoding left a masked position before the answer's end"
-        return Generation(tuple(tokens), self.text.decode_text(tokens), eos is not None, span.wall_s, span.meter)
+        tokens = [self.mask_id if t is None else int(t) for t in buf.answer[:end]]  # a never-revealed mask stays
+        text = self.text.decode_text([t for t in tokens if t != self.mask_id])
+        return Generation(tuple(tokens), text, eos is not None, span.wall_s, span.meter)
 
     def _buffer(self, messages: Sequence[Message]) -> Buffer:
         prompt = self.text.render(messages)
         self.text.check_fits(len(prompt))
-        return Buffer(prompt, [None] * self.gen_length)
+        masked = [] if self.settings.fixed_prompt_masks else [i for i, t in enumerate(prompt) if t == self.mask_id]
+        return Buffer(list(prompt), [None] * self.gen_length, masked)
 
     @torch.inference_mode()
     def generate(self, messages: Sequence[Message]) -> Generation:
@@ -241,12 +231,19 @@ class BidirectionalDecoder(OverText):
                            tuple(float(p) for p in probs.gather(-1, idx[:, None])[:, 0]))
         return ver, buf
 
+    def leaves_nothing(self, buf: Buffer) -> bool:
+        """Whether an accepted run leaves the procedure nothing to decode: no answer position is masked,
+        or (``stop_after_eos_block``) none is before the first EOS."""
+        eos = buf.eos_pos(self.eos_ids) if self.settings.stop_after_eos_block else None
+        end = self.gen_length if eos is None else eos + 1
+        return all(t is not None for t in buf.answer[:end])
+
     def open_stream(self) -> BidirectionalSession:
         return BidirectionalSession(self)
 
 
 class BidirectionalSession:
-    """Stream steps: verify (1 forward, visible or hidden draft) → accept → re-mask the rest → denoise."""
+    """Stream steps: verify (1 forward, visible or hidden draft) → accept → the rest decoded as in a base run."""
 
     def __init__(self, decoder: BidirectionalDecoder) -> None:
         self.decoder = decoder
@@ -261,14 +258,15 @@ class BidirectionalSession:
             if positions:
                 verification, buf = d.score(messages, positions)
                 accepted = accepted_length(positions, verification, rule)
-                buf.answer = [*positions[:accepted], *([None] * (d.gen_length - accepted))]
+                kept: list[int | None] = [None if t == d.mask_id else t for t in positions[:accepted]]
+                buf.answer = [*kept, *([None] * (d.gen_length - accepted))]
                 extra["verify_median_prob"] = verification.median_prob or 0.0  # positions is non-empty
             else:
                 buf = d._buffer(messages)
-            if draft_is_complete(positions, accepted, d.eos_ids, d.gen_length):
+            if d.leaves_nothing(buf):
                 d.confirm(buf)  # the draft is the answer; one denoising step emits it
             else:
-                d.denoise(buf)
+                d.denoise(buf)  # every block with a masked position, the tail after an accepted EOS too
         answer = d._generation(buf, span)
         return StepResult(len(positions), accepted, len(answer.token_ids) - accepted, answer, extra)
 
@@ -330,8 +328,9 @@ def load_weights(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
     dtype = torch_dtype(cfg.dtype)
     if cfg.source == "tiny" and arch in BIDIR_ARCHS:
         tok = tiny_tokenizer()
-        mask = dict(cfg.decoding).get("mask_token_id") or len(tok) - 1
-        model = tiny_bidir_model(arch, cfg.seed, len(tok), mask_token_id=int(mask),  # type: ignore[arg-type]
+        mask = int(dict(cfg.decoding).get("mask_token_id") or len(tok) - 1)
+        vocab = max(len(tok), mask + 1)  # a mask id past the tokenizer's: never produced from text
+        model = tiny_bidir_model(arch, cfg.seed, vocab, mask_token_id=mask,  # type: ignore[arg-type]
                                  eos_token_id=tok.eos_token_id)
         return LoadedModel(model.to(device=device, dtype=dtype).eval(), tok)
     if cfg.source == "tiny" or cfg.trust_remote_code:
@@ -365,5 +364,15 @@ def build_decoder(cfg: ModelConfig, model: Any, tokenizer: Any, device: str,
                                 max_new_tokens=max_new_tokens, device=device, text=text)
 
 
-FAMILY = FamilyPlugin("bidirectional", build_decoder, load_weights)
+def check(cfg: ModelConfig, max_new_tokens: int, benchmark: str) -> list[str]:
+    """What would stop ``cfg`` decoding a (benchmark, budget) cell, found before a grid starts."""
+    try:
+        settings = with_benchmark(bidir_settings_from(dict(cfg.decoding)), benchmark)
+        geometry(settings, max_new_tokens, where=f"model {cfg.name} on {benchmark} (budget {max_new_tokens})")
+    except ConfigError as exc:
+        return list(exc.problems)
+    return []
+
+
+FAMILY = FamilyPlugin("bidirectional", build_decoder, load_weights, check)
 """LLaDA / Dream: in-project checkpoints (:func:`load_weights`), masked diffusion verified in one pass."""

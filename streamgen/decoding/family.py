@@ -17,6 +17,8 @@ from streamgen.weights import LoadedModel, load_model_and_tokenizer
 
 Loader = Callable[[ModelConfig, str], LoadedModel]
 """``(cfg, device) → LoadedModel``: the weights and tokenizer a model config names."""
+CheckCell = Callable[[ModelConfig, int, str], list[str]]
+"""``(cfg, max_new_tokens, benchmark) → problems``: what would stop a (benchmark, budget) cell decoding."""
 BuildDecoder = Callable[[ModelConfig, Any, Any, str, int], Decoder]
 """``(cfg, model, tokenizer, device, max_new_tokens) → Decoder`` over weights already loaded (cheap)."""
 
@@ -36,6 +38,10 @@ class ModelFamily(Protocol):
         """A decoder over loaded weights, with ``cfg``'s decoding settings."""
         ...
 
+    def cell_problems(self, cfg: ModelConfig, max_new_tokens: int, benchmark: str) -> list[str]:
+        """What would stop ``cfg`` decoding a (benchmark, budget) cell, before a grid starts."""
+        ...
+
 
 @dataclass(frozen=True)
 class FamilyPlugin:
@@ -44,3 +50,8 @@ class FamilyPlugin:
     name: Family
     build_decoder: BuildDecoder
     load: Loader = load_model_and_tokenizer
+    check: CheckCell | None = None  # None: every cell decodes (the settings need no budget)
+
+    def cell_problems(self, cfg: ModelConfig, max_new_tokens: int, benchmark: str) -> list[str]:
+        """What would stop ``cfg`` decoding a (benchmark, budget) cell, before a grid starts."""
+        return [] if self.check is None else self.check(cfg, max_new_tokens, benchmark)

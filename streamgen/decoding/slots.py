@@ -21,11 +21,11 @@ class SlotSettings(Protocol):
     @property
     def slot_size(self) -> int: ...
     @property
-    def block_length(self) -> int: ...
-    @property
     def slot_threshold(self) -> float: ...
     @property
     def token_threshold(self) -> float: ...
+    @property
+    def suppress_mask_logit(self) -> bool: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -121,9 +121,9 @@ class SlotEngine:
     """The ReFusion round loop over a :class:`SlotState`; every model call is one metered forward."""
 
     def __init__(self, model: Any, settings: SlotSettings, mask_id: int, eos_ids: frozenset[int],
-                 meter: ForwardMeter, device: torch.device) -> None:
+                 meter: ForwardMeter, device: torch.device, *, block_length: int) -> None:
         self.model, self.s, self.mask_id, self.eos_ids = model, settings, mask_id, eos_ids
-        self.meter, self.device = meter, device
+        self.meter, self.device, self.block_length = meter, device, block_length
 
     # -- model call ----------------------------------------------------------------------------
 
@@ -153,7 +153,8 @@ class SlotEngine:
         flat = [q for s in slots for q in s]
         logits, _, head = self.forward(state, [[self.mask_id] * len(flat)], [flat], "plan")
         logits = logits[:, head:]  # the masks' KV is dropped: only the request's is kept
-        logits[..., self.mask_id] = float("-inf")
+        if self.s.suppress_mask_logit:
+            logits[..., self.mask_id] = float("-inf")
         probs = logits[0].softmax(-1)
         conf, x0 = probs.max(-1)
         starts = [0]
@@ -215,7 +216,8 @@ class SlotEngine:
             if any(verified[j] < len(rows[j]) for j in live):
                 inp = [pad([t if q < verified[j] else self.mask_id for q, t in enumerate(rows[j])]) for j in live]
                 logits, _, _ = self.forward(state, inp, [positions[j] for j in live], "infill_predict")
-                logits[..., self.mask_id] = float("-inf")
+                if self.s.suppress_mask_logit:
+                    logits[..., self.mask_id] = float("-inf")
                 best = logits.argmax(-1).tolist()
                 for b, j in enumerate(live):
                     rows[j][verified[j]:] = best[b][verified[j]:len(rows[j])]
@@ -262,7 +264,7 @@ class SlotEngine:
 
     def decode(self, state: SlotState, gen_length: int) -> None:
         """Fill every uncommitted position, block by block, until EOS or ``gen_length``."""
-        block = min(self.s.block_length, gen_length)
+        block = min(self.block_length, gen_length)
         for start in range(0, gen_length, block):
             while True:
                 limit = min(start + block, gen_length if state.eos_pos is None else state.eos_pos)

@@ -1,0 +1,238 @@
+"""The official LLaDA and Dream denoising procedures, knob by knob: settings, buffer geometry, the
+number of positions revealed at each step, and which positions a step reveals.
+
+Read from ML-GSAI/LLaDA ``generate.py`` and the Dream-v0 hub folder's ``generation_utils.py``
+(``DreamGenerationMixin._sample``); reimplemented here, no code copied. docs/diffusion.md lists every
+knob, where a setting comes from, and the project's remaining differences (each a named option below,
+off unless a config turns it on). Greedy decoding only (temperature 0: the study decodes greedily).
+
+- **Geometry.** ``gen_length`` answer positions, cut into blocks of ``block_length`` (LLaDA's
+  semi-autoregressive blocks; one block by default, as Dream-v0 has none); ``steps`` denoising steps
+  in all, ``steps / blocks`` per block. Both divisions must be exact (the official code asserts it).
+- **Every step is one forward** over request + the whole buffer, also a step that reveals nothing.
+- **How many.** LLaDA precomputes a block's counts from its masked count ``m`` at the block's start:
+  ``⌊m/s⌋`` each, one more for the first ``m mod s`` steps. Dream recounts the masked positions ``n``
+  at every step and reveals ``int(n · (1 − s/t))`` over ``linspace(1, eps, steps + 1)``, all of them at
+  the last step (float32, as torch computes it).
+- **Which.** The argmax over the whole vocabulary (a position whose argmax is the mask stays masked)
+  at every masked position up to the current block's end — earlier blocks' leftovers and mask ids in
+  the *request* too (the official samplers treat every mask id in the sequence as masked). Ranked by
+  confidence: LLaDA's softmax probability of the argmax (after the optional ``logits_inf_ids`` /
+  ``confidence_inf_ids``, the eval scripts' ``logits_eos_inf`` / ``confidence_eos_eot_inf``); Dream's
+  ``maskgit_plus`` (top probability), ``topk_margin`` (top1 − top2) or ``entropy`` (Σ p·log(p + 1e-10)),
+  each over the distribution left after ``top_p`` and ``top_k`` filtering (``diffusion_generate``
+  inherits ``top_k = 50`` from transformers' config defaults when the caller passes none). Ties: the
+  lower position first.
+- **Every block is filled**, also after an EOS; the answer is cut at its first EOS afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import torch
+
+from streamgen.config import DIFFUSION_DEVIATIONS, ConfigError
+
+STYLES = ("llada", "dream")
+REMASKING = {"llada": ("low_confidence",), "dream": ("entropy", "maskgit_plus", "topk_margin")}
+VERIFIER_MODES = ("visible", "hidden")
+DREAM_TOP_K = 50  # what Dream's diffusion_generate inherits from transformers' PretrainedConfig (4.46)
+
+DEVIATIONS = DIFFUSION_DEVIATIONS["bidirectional"]
+"""The project's differences from the official samplers: option → default (off). In the cell fingerprint."""
+
+
+@dataclass(frozen=True)
+class BidirSettings:
+    """Decode settings (``decoding:`` in the model YAML). Defaults: the official samplers' procedure."""
+
+    style: str = "llada"  # llada (no shift) | dream (logits shifted by one)
+    gen_length: int | None = None  # the official generation length; None: the answer budget
+    block_length: int | None = None  # None: the whole buffer (LLaDA's "pure diffusion"; Dream-v0 has no blocks)
+    steps: int | None = None  # denoising steps over the whole buffer; None: gen_length (one token per step)
+    remasking: str | None = None  # None: low_confidence (llada), entropy (dream)
+    eps: float = 1e-3  # Dream's last timestep
+    top_k: int | None = None  # Dream's confidence over the top_k logits; None: 50 (dream) / whole vocabulary (llada); 0: whole
+    top_p: float | None = None  # Dream's nucleus filter before the confidence (applied at temperature 0 too)
+    logits_inf_ids: tuple[int, ...] = ()  # LLaDA logits_eos_inf: these logits are -inf before the argmax
+    confidence_inf_ids: tuple[int, ...] = ()  # LLaDA confidence_eos_eot_inf: these logits are -inf in the confidence
+    verifier_mode: str = "visible"  # visible | hidden (the ablation the grid sweeps)
+    mask_token_id: int | None = None  # None: the model's (in-project spec) or the tokenizer's mask token
+    eos_token_ids: tuple[int, ...] = ()  # extra end-of-answer ids (LLaDA: <|eot_id|> 126348 besides EOS)
+    per_benchmark: dict[str, dict[str, Any]] = field(default_factory=dict)  # overrides by benchmark name
+    cap_gen_length: bool = False
+    stop_after_eos_block: bool = False
+    suppress_mask_logit: bool = False
+    fixed_prompt_masks: bool = False
+
+    @property
+    def alg(self) -> str:
+        return self.remasking or REMASKING[self.style][0]
+
+    @property
+    def confidence_top_k(self) -> int | None:
+        """The top-k filter of the confidence (None: the whole vocabulary)."""
+        if self.top_k is None:
+            return DREAM_TOP_K if self.style == "dream" else None
+        return self.top_k or None
+
+
+_TUPLES = ("eos_token_ids", "logits_inf_ids", "confidence_inf_ids")
+
+
+def bidir_settings_from(decoding: dict[str, Any]) -> BidirSettings:
+    """Parse ``cfg.decoding``; unknown keys and bad values raise one :class:`ConfigError`."""
+    known = {f.name for f in fields(BidirSettings)}
+    problems = [f"decoding.{k} is not a bidirectional setting: known are {sorted(known)}" for k in decoding
+                if k not in known]
+    if "tokens_per_step" in decoding:
+        problems.append("decoding.tokens_per_step was replaced by decoding.steps (the official total: "
+                        "steps = gen_length / tokens_per_step)")
+    if problems:
+        raise ConfigError(problems)
+    s = BidirSettings(**{**decoding, **{k: tuple(decoding.get(k, ())) for k in _TUPLES}})
+    problems = settings_problems(s)
+    for name, extra in s.per_benchmark.items():
+        unknown = sorted(set(extra) - known - {"per_benchmark"})
+        if unknown:
+            problems.append(f"decoding.per_benchmark.{name}: {unknown} are not bidirectional settings")
+    if problems:
+        raise ConfigError(problems)
+    return s
+
+
+def with_benchmark(s: BidirSettings, benchmark: str) -> BidirSettings:
+    """``s`` with ``per_benchmark[benchmark]`` applied (the official eval scripts' per-task rows)."""
+    extra: dict[str, Any] = dict(s.per_benchmark.get(benchmark) or {})
+    if not extra:
+        return s
+    values: dict[str, Any] = {k: tuple(v) if k in _TUPLES else v for k, v in extra.items()}
+    return replace(s, **values)
+
+
+def settings_problems(s: BidirSettings) -> list[str]:
+    p: list[str] = []
+    if s.style not in STYLES:
+        p.append(f"decoding.style={s.style!r} must be one of {STYLES}")
+    elif s.alg not in REMASKING[s.style]:
+        p.append(f"decoding.remasking={s.remasking!r}: {s.style} supports {REMASKING[s.style]} "
+                 "(the random orders, LLaDA's 'random' and Dream's 'origin', are not reproducible)")
+    if s.verifier_mode not in VERIFIER_MODES:
+        p.append(f"decoding.verifier_mode={s.verifier_mode!r} must be visible or hidden")
+    for name in ("gen_length", "block_length", "steps"):
+        if getattr(s, name) is not None and getattr(s, name) < 1:
+            p.append(f"decoding.{name}={getattr(s, name)} must be ≥ 1 (or null)")
+    if s.top_k is not None and s.top_k < 0:
+        p.append(f"decoding.top_k={s.top_k} must be ≥ 0 (0: the whole vocabulary)")
+    if s.top_p is not None and not 0.0 < s.top_p <= 1.0:
+        p.append(f"decoding.top_p={s.top_p} must be in (0, 1]")
+    if not 0.0 < s.eps < 1.0:
+        p.append(f"decoding.eps={s.eps} must be in (0, 1)")
+    return p
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The buffer a decoder runs: positions, block length and denoising steps per block."""
+
+    gen_length: int
+    block_length: int
+    steps_per_block: int
+
+    @property
+    def num_blocks(self) -> int:
+        return self.gen_length // self.block_length
+
+    @property
+    def steps(self) -> int:
+        return self.steps_per_block * self.num_blocks
+
+
+def geometry(s: BidirSettings, max_new_tokens: int, where: str = "decoding") -> Geometry:
+    """The official geometry for a budget of ``max_new_tokens``; a ConfigError where the official sampler
+    would refuse it (gen_length not a multiple of block_length, steps not a multiple of the blocks)."""
+    gen = int(s.gen_length or max_new_tokens)
+    if s.cap_gen_length:
+        gen = min(gen, int(max_new_tokens))
+    block = int(s.block_length or gen)
+    steps = int(s.steps or gen)
+    p = []
+    if gen % block:
+        p.append(f"{where}: gen_length {gen} is not a multiple of block_length {block} (LLaDA's sampler asserts "
+                 "it): set decoding.block_length to a divisor of it, or decoding.gen_length")
+    elif steps % (gen // block):
+        p.append(f"{where}: steps {steps} is not a multiple of the {gen // block} blocks of {block} "
+                 "(the official samplers assert it): set decoding.steps to a multiple")
+    if p:
+        raise ConfigError(p)
+    return Geometry(gen, block, steps // (gen // block))
+
+
+def llada_transfer_counts(masked: int, steps: int) -> list[int]:
+    """LLaDA's linear schedule: ``masked // steps`` per step, one more for the first ``masked % steps``."""
+    base, extra = divmod(masked, steps)
+    return [base + (1 if i < extra else 0) for i in range(steps)]
+
+
+def dream_transfer_count(masked: int, step: int, steps: int, eps: float) -> int:
+    """Dream's count at ``step`` with ``masked`` positions masked now: ``int(n (1 − s/t))``, all at the last
+    step; computed in float32 on ``linspace(1, eps, steps + 1)`` exactly as the official code does."""
+    if step == steps - 1:
+        return masked
+    ts = torch.linspace(1, eps, steps + 1)
+    t, s = ts[step], ts[step + 1]
+    n = torch.tensor(masked, dtype=torch.int64) / 1  # the official mask_index.sum() / batch: float32
+    return int(n * (1 - s / t))
+
+
+def _top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    order = logits.sort(-1, descending=True)
+    cum = order.values.softmax(-1).cumsum(-1)
+    drop = cum > top_p
+    drop[..., 1:] = drop[..., :-1].clone()  # the token that crosses top_p stays
+    drop[..., 0] = False
+    remove = torch.zeros_like(drop).scatter(-1, order.indices, drop)
+    return logits.masked_fill(remove, torch.finfo(logits.dtype).min)
+
+
+def _top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    k = min(k, logits.shape[-1])
+    kth = logits.topk(k, -1).values[..., -1:]
+    return logits.masked_fill(logits < kth, torch.finfo(logits.dtype).min)
+
+
+def proposals(rows: torch.Tensor, s: BidirSettings, mask_id: int) -> tuple[list[int], list[float]]:
+    """For logits ``rows`` (candidates × vocab, already aligned to their positions): each candidate's
+    token (argmax) and confidence, as the official sampler of ``s.style`` computes them."""
+    rows = rows.clone()
+    if s.suppress_mask_logit:
+        rows[:, mask_id] = float("-inf")
+    if s.style == "llada":
+        if s.logits_inf_ids:
+            rows[:, list(s.logits_inf_ids)] = float("-inf")
+        x0 = rows.argmax(-1)
+        if s.confidence_inf_ids:
+            rows[:, list(s.confidence_inf_ids)] = float("-inf")
+        conf = rows.softmax(-1).gather(-1, x0[:, None])[:, 0]
+        return x0.tolist(), conf.tolist()
+    if s.top_p is not None and s.top_p < 1:
+        rows = _top_p(rows, s.top_p)
+    if s.confidence_top_k is not None:
+        rows = _top_k(rows, s.confidence_top_k)
+    probs = rows.softmax(-1)
+    top, x0 = probs.max(-1)
+    if s.alg == "topk_margin":
+        two = probs.topk(2, -1).values
+        top = two[:, 0] - two[:, 1]
+    elif s.alg == "entropy":
+        top = (probs * (probs + 1e-10).log()).sum(-1)
+    return x0.tolist(), top.tolist()
+
+
+def choose(candidates: Sequence[int], confidence: Sequence[float], k: int) -> list[int]:
+    """The ``k`` most confident candidates (indices into ``candidates``); ties: the lower position first."""
+    order = sorted(range(len(candidates)), key=lambda i: (-confidence[i], candidates[i]))
+    return order[:k]
