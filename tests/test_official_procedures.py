@@ -326,3 +326,16 @@ def test_a_buffer_the_official_sampler_refuses_is_a_problem_before_the_grid_star
     assert not FAMILIES["bidirectional"].cell_problems(cfg, 32, "mbpp")
     rf = model_config("tiny-refusion", ["decoding.serial_num_blocks=3"])
     assert "serial_num_blocks" in FAMILIES["refusion"].cell_problems(rf, 32, "coedit")[0]
+
+
+@pytest.mark.parametrize("name", ["tiny-llada", "tiny-refusion"])
+def test_the_context_check_counts_the_official_buffer_not_the_budget(name):
+    """gen_length (32) is not capped at the budget (8), so the request must fit with 32 answer positions."""
+    from streamgen.decoding.autoregressive import RequestTooLongError
+
+    d = _decoder(name, max_new_tokens=8)
+    d.text.max_context = len(d.text.render(ADDS)) + 16  # room for the budget, not for the buffer
+    with pytest.raises(RequestTooLongError, match="answer budget 32"):
+        d.generate(ADDS)
+    d.text.max_context += 16
+    assert len(d.generate(ADDS).token_ids) <= 32

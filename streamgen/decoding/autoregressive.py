@@ -147,13 +147,16 @@ class AutoregressiveDecoder:
     def decode_text(self, token_ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
 
-    def check_fits(self, request_tokens: int) -> None:
-        """Raise :class:`RequestTooLongError` if request + answer budget exceed the context."""
-        if self.max_context and request_tokens + self.max_new_tokens > self.max_context:
+    def check_fits(self, request_tokens: int, answer_tokens: int | None = None) -> None:
+        """Raise :class:`RequestTooLongError` if request + answer budget (a diffusion family: its answer
+        buffer, ``answer_tokens``) exceed the context."""
+        answer = self.max_new_tokens if answer_tokens is None else int(answer_tokens)
+        if self.max_context and request_tokens + answer > self.max_context:
             raise RequestTooLongError(
-                [f"the request is {request_tokens} tokens and the answer budget {self.max_new_tokens}, "
+                [f"the request is {request_tokens} tokens and the answer budget {answer}, "
                  f"but the model's context is {self.max_context}: use a shorter request, lower "
-                 "max_new_tokens, or a model with more context"], "request too long")
+                 "max_new_tokens (a diffusion model: decoding.gen_length), or a model with more context"],
+                "request too long")
 
     # -- model calls ---------------------------------------------------------------------------
 

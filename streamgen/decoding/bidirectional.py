@@ -206,7 +206,7 @@ class BidirectionalDecoder(OverText):
 
     def _buffer(self, messages: Sequence[Message]) -> Buffer:
         prompt = self.text.render(messages)
-        self.text.check_fits(len(prompt))
+        self.text.check_fits(len(prompt), self.gen_length)
         masked = [] if self.settings.fixed_prompt_masks else [i for i, t in enumerate(prompt) if t == self.mask_id]
         return Buffer(list(prompt), [None] * self.gen_length, masked)
 

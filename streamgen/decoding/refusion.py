@@ -211,7 +211,7 @@ class ReFusionDecoder(OverText):
         """A state for ``messages`` holding ``reuse``'s request KV up to the common token prefix; at least
         the request's last token is always fed again (its logits score the first draft token)."""
         state = SlotState(self.text.render(messages))
-        self.text.check_fits(len(state.prompt))
+        self.text.check_fits(len(state.prompt), self.gen_length)
         if reuse is not None:
             keep = min(common_prefix_length(reuse.prompt, state.prompt), len(state.prompt) - 1, reuse.kv.length)
             state.kv = reuse.kv.crop(keep)
