@@ -395,6 +395,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ResultsNotFoundError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # e.g. a read-only results directory: the report goes elsewhere
+        out = args.out or args.results_dir / "report"
+        print(f"error: cannot write the report to {exc.filename or out}: {exc.strerror or exc}. Fix: pass "
+              f"--out DIR with a writable directory (the results are only read)", file=sys.stderr)
+        return 1
     print(report.summary)
     if report.comparison:
         print(

@@ -92,6 +92,8 @@ def main(argv: Sequence[str]) -> int:
     logging.getLogger("streamgen").setLevel(logging.WARNING)
     name, overrides = parse_args(argv)
     from jobs.driver import GridAborted
+    from jobs.results_dir import ResultsDirError, describe_os_error
+    from jobs.stop_signals import RunInterrupted
 
     try:
         grid = grid_config(name, overrides)
@@ -108,6 +110,16 @@ def main(argv: Sequence[str]) -> int:
         return 2
     except GridAborted as exc:
         print(f"aborted: {exc}", file=sys.stderr)
+        return 1
+    except ResultsDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except RunInterrupted as exc:
+        print(f"interrupted by {exc.name}: finished shards are kept; run the same command again to "
+              f"resume", file=sys.stderr)
+        return exc.exit_code
+    except OSError as exc:  # outside the results directory (e.g. data_dir): still one line, no traceback
+        print(f"error: {describe_os_error(exc, doing='accessing')}", file=sys.stderr)
         return 1
     print_summary(summary, grid)
     failed = getattr(summary, "shards_failed", [])
