@@ -77,9 +77,12 @@ def budget_line(grid: GridConfig) -> str:
 
     import pyarrow.parquet as pq
 
-    files = sorted(Path(grid.results_dir, "pairs").rglob("*.parquet"))
+    from streamgen.result_files import readable_files
+
+    files = readable_files(grid.results_dir, "pairs", warn=False).files  # the report warns of the others
     cols = ["model", "benchmark", "base_answer_tokens", "cell_settings"]
-    rows = [r for f in files for r in pq.read_table(f, columns=cols).to_pylist()
+    rows = [r for f in files if set(cols) <= set(pq.read_schema(f).names)
+            for r in pq.read_table(f, columns=cols).to_pylist()
             if r["model"] in grid.models and r["benchmark"] in grid.benchmarks
             and r["base_answer_tokens"] is not None and r["cell_settings"] is not None]
     early = sum(r["base_answer_tokens"] < json.loads(r["cell_settings"])["max_new_tokens"] for r in rows)
