@@ -177,6 +177,7 @@ RUNS = [
     Column("host", "Host"),
     Column("started_at", "Started"),
     Column("finished_at", "Finished"),
+    Column("status", "Status"),
     Column("shards_done", "shards done", "num"),
     Column("shards_skipped", "skipped", "num"),
     Column("shards_total", "total", "num"),
