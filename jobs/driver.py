@@ -244,12 +244,13 @@ class GridRun:
                 f"check {shard.cell.benchmark.name} --limit 5` (is bubblewrap installed, does the "
                 f"benchmark's options.python run?), then rerun to resume.")
         start = time.perf_counter()
-        with self.stops.deferred():  # a stop signal now waits until this shard has landed whole
+        # a stop signal now waits until this shard has landed whole and is counted in the run record
+        with self.stops.deferred():
             self.writer.write_shard(task.shard, rows.pairs, rows.steps)
-        self.summary.timings.write_s += time.perf_counter() - start
-        self.summary.timings.score_s += rows.score_s
-        self._count(len(task), rows.errors, rows.excluded)
-        self.summary.shards_done += 1
+            self.summary.shards_done += 1
+            self.summary.timings.write_s += time.perf_counter() - start
+            self.summary.timings.score_s += rows.score_s
+            self._count(len(task), rows.errors, rows.excluded)
 
     def on_failed(self, unit: WorkUnit, error: str) -> None:
         """A unit that used up its attempts: its shards are not written (a rerun retries them), their

@@ -100,6 +100,8 @@ def test_second_run_refused_then_sigterm_to_the_group_then_resume(tmp_path: Path
         for part in (f"pid {first.pid}", holder["run_id"], "in use by", "results_dir="):
             assert part in second.stderr, (part, second.stderr)
         assert "Traceback" not in second.stderr
+        dry = _run([*args, "--dry-run"], tmp_path, timeout=300)  # reads without the lock
+        assert dry.returncode == 0 and "shards" in dry.stdout, dry.stderr
         assert first.poll() is None, "the first run goes on undisturbed"
         rc, err, took = _stop_group(first)
     finally:
