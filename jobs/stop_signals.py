@@ -95,3 +95,11 @@ def catching() -> Iterator[StopSignals]:
         yield stops
     finally:
         stops.restore()
+
+
+def ending(exc: BaseException) -> tuple[str, int]:
+    """The one line an entry point prints for a stop signal or a results-directory error, and its exit code."""
+    if isinstance(exc, RunInterrupted):
+        return (f"interrupted by {exc.name}: finished shards are kept; run the same command again to resume",
+                exc.exit_code)
+    return f"error: {exc}", 1

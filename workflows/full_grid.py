@@ -96,7 +96,7 @@ def main(argv: Sequence[str]) -> int:
     name, overrides = parse_args(argv)
     from jobs.driver import GridAborted
     from jobs.results_dir import ResultsDirError, describe_os_error
-    from jobs.stop_signals import RunInterrupted
+    from jobs.stop_signals import RunInterrupted, ending
 
     try:
         grid = grid_config(name, overrides)
@@ -114,13 +114,10 @@ def main(argv: Sequence[str]) -> int:
     except GridAborted as exc:
         print(f"aborted: {exc}", file=sys.stderr)
         return 1
-    except ResultsDirError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except RunInterrupted as exc:
-        print(f"interrupted by {exc.name}: finished shards are kept; run the same command again to "
-              f"resume", file=sys.stderr)
-        return exc.exit_code
+    except (ResultsDirError, RunInterrupted) as exc:  # disk full, read-only, locked; SIGTERM/SIGINT
+        line, code = ending(exc)
+        print(line, file=sys.stderr)
+        return code
     except OSError as exc:  # outside the results directory (e.g. data_dir): still one line, no traceback
         print(f"error: {describe_os_error(exc, doing='accessing')}", file=sys.stderr)
         return 1
