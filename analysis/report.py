@@ -177,6 +177,7 @@ RUNS = [
     Column("host", "Host"),
     Column("started_at", "Started"),
     Column("finished_at", "Finished"),
+    Column("status", "Status"),
     Column("shards_done", "shards done", "num"),
     Column("shards_skipped", "skipped", "num"),
     Column("shards_total", "total", "num"),
@@ -395,6 +396,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ResultsNotFoundError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # e.g. a read-only results directory: the report goes elsewhere
+        out = args.out or args.results_dir / "report"
+        print(f"error: cannot write the report to {exc.filename or out}: {exc.strerror or exc}. Fix: pass "
+              f"--out DIR with a writable directory (the results are only read)", file=sys.stderr)
+        return 1
     print(report.summary)
     if report.comparison:
         print(

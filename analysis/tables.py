@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from analysis.fingerprints import FINGERPRINT_QUERY, cell_tags
 from streamgen.records import PAIRS_SCHEMA, RUNS_SCHEMA, STEPS_SCHEMA
+from streamgen.result_files import literal_glob, readable_files
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +42,7 @@ TABLES: tuple[str, ...] = (
 )
 """Every table the report writes, in execution order (a file may read the tables before it)."""
 
-_SOURCES: dict[str, tuple[str, pa.Schema]] = {
-    "pairs": ("pairs/**/*.parquet", PAIRS_SCHEMA),
-    "steps": ("steps/**/*.parquet", STEPS_SCHEMA),
-    "runs": ("runs/*.parquet", RUNS_SCHEMA),
-}
+_SOURCES: dict[str, pa.Schema] = {"pairs": PAIRS_SCHEMA, "steps": STEPS_SCHEMA, "runs": RUNS_SCHEMA}
 
 
 class ResultsNotFoundError(FileNotFoundError):
@@ -63,9 +60,10 @@ class ResultFiles:
 
 
 def find_result_files(results_dir: str | Path) -> ResultFiles:
-    """List the result files; raises ``ResultsNotFoundError`` when there are no pairs files."""
+    """List the result files a reader may trust (``streamgen.result_files``: each foreign, empty or
+    unreadable file is skipped with one warning); raises ``ResultsNotFoundError`` when no pairs file is left."""
     root = Path(results_dir)
-    found = {name: tuple(sorted(root.glob(pattern))) for name, (pattern, _) in _SOURCES.items()}
+    found = {name: readable_files(root, name).files for name in _SOURCES}
     if not found["pairs"]:
         raise ResultsNotFoundError(
             f"no result files under {root}/pairs/; run `python workflows/full_grid.py "
@@ -90,13 +88,13 @@ _VIEW_NAMES = {"pairs": "pairs_files"}  # raw pairs; _cells.sql builds the dedup
 def _register_source(con: duckdb.DuckDBPyConnection, name: str, files: Sequence[Path]) -> None:
     """View over ``files`` (``pairs_files`` for pairs, else ``name``); missing record columns become
     typed NULLs, no files → empty."""
-    _, schema = _SOURCES[name]
+    schema = _SOURCES[name]
     view, name = _VIEW_NAMES.get(name, name), name
     if not files:
         con.register(f"_{name}_empty", schema.empty_table())
         con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM _{name}_empty")
         return
-    file_list = "[" + ", ".join(_quote(str(f)) for f in files) + "]"
+    file_list = "[" + ", ".join(_quote(literal_glob(f)) for f in files) + "]"  # a `*` in a name is a `*`
     scan = f"read_parquet({file_list}, union_by_name = true, hive_partitioning = false)"
     present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
     fill = [f"NULL::{_duck_type(f.type)} AS {f.name}" for f in schema if f.name not in present]
@@ -131,6 +129,7 @@ def connect(results_dir: str | Path, *, threads: int | None = None,
     for name in _SOURCES:
         _register_source(con, name, getattr(files, name))
     con.execute(sql("_cells"))
+    _report_null_keys(con)
     rows = con.sql(FINGERPRINT_QUERY).to_arrow_table().to_pylist()
     con.register("cell_tags", cell_tags(rows, latest=latest))
     con.execute(sql("_dedup"))
@@ -141,6 +140,18 @@ def connect(results_dir: str | Path, *, threads: int | None = None,
     con.execute("CREATE TEMP TABLE pair_rows_done AS SELECT * FROM pair_rows")
     con.execute("CREATE OR REPLACE TEMP VIEW pair_rows AS SELECT * FROM pair_rows_done")
     return con
+
+
+def _report_null_keys(con: duckdb.DuckDBPyConnection) -> int:
+    """Log how many pairs rows ``_cells.sql`` left out for a NULL cell or example key; returns the count."""
+    views = con.execute("SELECT view_name FROM duckdb_views() WHERE view_name = 'pairs_null_keys'").fetchall()
+    if not views:
+        return 0  # a frozen reference copy of _cells.sql (bench/analysis_reference.py) has no such view
+    no_cell, no_example, dropped = con.execute("SELECT no_cell, no_example, dropped FROM pairs_null_keys").fetchall()[0]
+    if dropped:
+        log.warning("%d pairs rows left out: %d without a cell fingerprint or cell id, %d without an example "
+                    "id (they belong to no cell/example; not written by streamgen)", dropped, no_cell, no_example)
+    return int(dropped)
 
 
 _PREPARE: dict[str, str] = {"step_summary": "_steps", "draft_stability": "_steps"}

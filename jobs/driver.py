@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobs import results_dir, stop_signals
 from jobs.actors import DecodedShard, ShardTask, spawn_actor_for, submit_unit
 from jobs.plan import GridPlan, plan_grid
 from jobs.progress import GridProgress
@@ -49,15 +50,24 @@ log = logging.getLogger(__name__)
 def run_grid(grid: GridConfig, *, progress: bool | None = None,
              on_dispatch: Callable[[Any, WorkUnit], None] | None = None) -> GridSummary:
     """Run (or resume) ``grid``; returns what was done. Raises ConfigError before any actor starts
-    when the grid is invalid, GridAborted past ``max_error_fraction``, and SandboxUnavailable
-    (a GridAborted) when the sandbox cannot run answers after its retries."""
+    when the grid is invalid, ResultsDirError when the results directory cannot be written or another
+    run holds it, GridAborted past ``max_error_fraction``, SandboxUnavailable (a GridAborted) when the
+    sandbox cannot run answers after its retries, and RunInterrupted on SIGTERM/SIGINT."""
     start = time.perf_counter()
     plan = plan_grid(grid)
+    with results_dir.hold(grid.results_dir, new_run_id()) as lock, stop_signals.catching() as stops:
+        return _run_locked(plan, lock, stops, start, progress, on_dispatch)
+
+
+def _run_locked(plan: GridPlan, lock: results_dir.ResultsLock, stops: stop_signals.StopSignals, start: float,
+                progress: bool | None, on_dispatch: Callable[[Any, WorkUnit], None] | None) -> GridSummary:
+    grid = plan.grid
     writer = ResultWriter(grid.results_dir)
-    if removed := writer.remove_stale_temp_files():
-        log.info("removed %d temporary files left by an interrupted run", removed)
-    todo = [s for s in plan.shards if not writer.is_done(s)]
-    summary = GridSummary(new_run_id(), Path(grid.results_dir), len(plan.shards), len(plan.shards) - len(todo))
+    with results_dir.named_io_errors(grid.results_dir, "checking the finished shards in"):
+        if removed := writer.remove_stale_temp_files(lock):
+            log.info("removed %d temporary files left by an interrupted run", removed)
+        todo = [s for s in plan.shards if not writer.is_done(s)]
+    summary = GridSummary(lock.holder.run_id, Path(grid.results_dir), len(plan.shards), len(plan.shards) - len(todo))
     summary.timings.plan_s = time.perf_counter() - start
     log.info("run %s: %d shards, %d already done, %d to run", summary.run_id, len(plan.shards),
              summary.shards_skipped, len(todo))
@@ -66,22 +76,43 @@ def run_grid(grid: GridConfig, *, progress: bool | None = None,
                        shards_skipped=summary.shards_skipped, enabled=progress)
     session = None
     run: GridRun | None = None
+    status, stop = "failed", None
     try:
         t0 = time.perf_counter()
         session = start_ray(grid.ray, default_num_cpus=grid.workers + grid.score_workers)
+        stops.install()  # ray.init put its own SIGTERM handlers in place of ours
         summary.timings.ray_start_s = time.perf_counter() - t0
-        run = GridRun(plan, todo, summary, bar, use_gpu=_cluster_gpus() >= 1)
-        writer.write_run(run.run_record(finished=False))
+        run = GridRun(plan, todo, summary, bar, use_gpu=_cluster_gpus() >= 1, stops=stops)
+        writer.write_run(run.run_record("running"))
         if todo:
             _schedule(run, grid, on_dispatch)
+        status = "finished"
+    except stop_signals.RunInterrupted as exc:
+        status, stop = "interrupted", exc.name
+        raise
+    except GridAborted:
+        status = "aborted"
+        raise
     finally:
         bar.close()
         if run is not None:
-            writer.write_run(run.run_record(finished=True))
+            _close_record(writer, run, status, stop)
         if session is not None:
             stop_ray(session)
         summary.wall_s = time.perf_counter() - start
     return summary
+
+
+def _close_record(writer: ResultWriter, run: GridRun, status: str, stop: str | None) -> None:
+    """The run record's last state; a failure to write it (disk full) is logged, not raised over the
+    error that ended the run (a finished run raises it)."""
+    try:
+        writer.write_run(run.run_record(status, stop))
+    except results_dir.ResultsDirError as exc:
+        if status == "finished":
+            raise
+        log.error("could not record the end of run %s: %s", run.summary.run_id, exc)
+    log.info("run %s %s%s", run.summary.run_id, status, f" by {stop}" if stop else "")
 
 
 def _cluster_gpus() -> float:
@@ -171,11 +202,13 @@ class GridRun:
     driver's loop hands it each unit's events."""
 
     def __init__(self, plan: GridPlan, todo: list[Shard], summary: GridSummary, progress: GridProgress,
-                 use_gpu: bool) -> None:
+                 use_gpu: bool, stops: stop_signals.StopSignals | None = None) -> None:
         self.plan, self.todo, self.summary, self.progress = plan, todo, summary, progress
+        self.stops = stops or stop_signals.StopSignals()
         self.writer, self.use_gpu = ResultWriter(summary.results_dir), use_gpu
         self.max_errors = plan.grid.max_error_fraction * sum(len(s) for s in todo)
         self.started_at = _now()
+        self._nodes: list[dict[str, Any]] | None = None
 
     def units(self) -> list[WorkUnit]:
         """The shards to run as work units (``jobs.shared_work``); a unit's payload is its shards' tasks,
@@ -211,11 +244,13 @@ class GridRun:
                 f"check {shard.cell.benchmark.name} --limit 5` (is bubblewrap installed, does the "
                 f"benchmark's options.python run?), then rerun to resume.")
         start = time.perf_counter()
-        self.writer.write_shard(task.shard, rows.pairs, rows.steps)
-        self.summary.timings.write_s += time.perf_counter() - start
-        self.summary.timings.score_s += rows.score_s
-        self._count(len(task), rows.errors, rows.excluded)
-        self.summary.shards_done += 1
+        # a stop signal now waits until this shard has landed whole and is counted in the run record
+        with self.stops.deferred():
+            self.writer.write_shard(task.shard, rows.pairs, rows.steps)
+            self.summary.shards_done += 1
+            self.summary.timings.write_s += time.perf_counter() - start
+            self.summary.timings.score_s += rows.score_s
+            self._count(len(task), rows.errors, rows.excluded)
 
     def on_failed(self, unit: WorkUnit, error: str) -> None:
         """A unit that used up its attempts: its shards are not written (a rerun retries them), their
@@ -236,16 +271,26 @@ class GridRun:
                 f"of the {sum(len(x) for x in self.todo)} to run; see error_type/error_traceback in "
                 f"{s.results_dir}/pairs (finished shards are kept; rerun to resume)")
 
-    def run_record(self, finished: bool) -> RunRecord:
+    def run_record(self, status: str, stop_signal: str | None = None) -> RunRecord:
+        """The run record in state ``status`` (``running`` until the run ends)."""
         s = self.summary
         return RunRecord(s.run_id, self.plan.grid.name, self.plan.resolved_yaml, code_version(),
-                         socket.gethostname(), json.dumps(device_inventory(s.devices), sort_keys=True),
-                         self.started_at, _now() if finished else None, s.shards_total,
-                         s.shards_skipped + s.shards_done, s.shards_skipped, SCHEMA_VERSION, s.forwards_executed)
+                         socket.gethostname(), json.dumps(self._inventory(), sort_keys=True),
+                         self.started_at, None if status == "running" else _now(), s.shards_total,
+                         s.shards_skipped + s.shards_done, s.shards_skipped, SCHEMA_VERSION, s.forwards_executed,
+                         status, stop_signal)
 
 
-def device_inventory(actor_devices: dict[str, str]) -> dict[str, Any]:
-    """Ray's nodes with their resources, and the device each model actor ran on."""
+    def _inventory(self) -> dict[str, Any]:
+        """Ray's nodes are asked once, at the start: after a signal to the process group Ray's own
+        processes are gone and asking again would hang."""
+        if self._nodes is None:
+            self._nodes = ray_nodes()
+        return {"nodes": self._nodes, "actors": self.summary.devices, "driver_cpus": os.cpu_count()}
+
+
+def ray_nodes() -> list[dict[str, Any]]:
+    """Ray's live nodes with their resources."""
     import ray
 
     nodes = []
@@ -255,6 +300,6 @@ def device_inventory(actor_devices: dict[str, str]) -> dict[str, Any]:
                 nodes.append({"host": n.get("NodeManagerHostname"), "address": n.get("NodeManagerAddress"),
                               "resources": {k: v for k, v in n.get("Resources", {}).items()
                                             if not k.startswith("node:")}})
-    return {"nodes": nodes, "actors": actor_devices, "driver_cpus": os.cpu_count()}
+    return nodes
 
 

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from jobs.plan import GridPlan, plan_grid
 from jobs.writer import ResultWriter
 from streamgen.config import GridConfig, cluster_config, raise_if_problems
+from streamgen.result_files import readable_files
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +74,8 @@ class CostModel:
 
 def _rows(results_dir: Path) -> list[dict]:
     out: list[dict] = []
-    for path in sorted(results_dir.rglob("*.parquet")) if results_dir.is_dir() else []:
-        if "pairs" not in path.relative_to(results_dir).parts[:-1]:
-            continue
-        names = pq.ParquetFile(path).schema_arrow.names
+    for path in readable_files(results_dir, "pairs").files:  # foreign files skipped with a warning each
+        names = pq.read_schema(path).names
         if "cell_settings" not in names:
             continue
         table = pq.read_table(path, columns=[c for c in _COLUMNS if c in names])

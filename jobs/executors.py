@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 import submitit
 
-from jobs import preemption, ray_bootstrap, slurm, slurm_inventory
+from jobs import preemption, ray_bootstrap, results_dir, slurm, slurm_inventory
 from streamgen.config import (
     EXECUTORS,
     ClusterConfig,
@@ -136,6 +136,8 @@ def submit_grid(grid: GridConfig, cluster: ClusterConfig | None = None,
     """
     cluster = cluster or cluster_config(grid.cluster)
     problems = validate_grid(grid) if task is None else []
+    if task is None and not problems:  # a results directory nobody can write fails here, not in the queue
+        results_dir.check_writable(grid.results_dir)
     grid = absolute_paths(grid)
     job = RayJob(task or GridTask(grid), grid.ray, cluster.cpus_per_task, Path(cluster.log_dir).resolve())
     return submit(cluster, grid.name, job, problems)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from jobs.results_dir import ResultsLock, named_io_errors
 from jobs.shards import Shard
 from streamgen.records import (
     PairRecord,
@@ -61,8 +62,10 @@ class ResultWriter:
         if problem:
             raise ValueError(f"refusing to write shard {shard.shard_id}: {problem}")
         paths = self.paths(shard)
-        write_parquet_atomic(to_table(list(steps), StepRecord), paths.steps)
-        write_parquet_atomic(to_table(list(pairs), PairRecord), paths.pairs)
+        with named_io_errors(paths.steps):  # the atomic write leaves no partial file behind
+            write_parquet_atomic(to_table(list(steps), StepRecord), paths.steps)
+        with named_io_errors(paths.pairs):
+            write_parquet_atomic(to_table(list(pairs), PairRecord), paths.pairs)
         return paths
 
     def is_done(self, shard: Shard) -> bool:
@@ -99,25 +102,35 @@ class ResultWriter:
             return "steps file holds rows of another shard"
         return None
 
-    def remove_stale_temp_files(self) -> int:
+    def remove_stale_temp_files(self, lock: ResultsLock) -> int:
         """Delete temporary files a killed writer left behind (``.<name>.tmp-<hex>``); returns how many.
 
-        Only call this when no other run writes to the same results directory.
+        Only under the results directory's lock (:mod:`jobs.results_dir`): a live run's temp files
+        are its shards in flight.
         """
+        if not lock.held or lock.root.resolve() != self.root.resolve():
+            raise RuntimeError(f"remove_stale_temp_files needs the lock of {self.root}, not of {lock.root}")
         stale = [p for table in ("pairs", "steps", "runs") for p in (self.root / table).rglob(".*.tmp-*")]
         for p in stale:
             p.unlink(missing_ok=True)
         return len(stale)
 
     def write_run(self, run: RunRecord) -> Path:
-        return write_parquet_atomic(to_table([run], RunRecord), self.root / "runs" / f"{run.run_id}.parquet")
+        path = self.root / "runs" / f"{run.run_id}.parquet"
+        with named_io_errors(path):
+            return write_parquet_atomic(to_table([run], RunRecord), path)
 
     def write_config(self, run_id: str, text: str) -> Path:
         path = self.root / "config" / f"{run_id}.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".yaml.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        with named_io_errors(path):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp.write_text(text)
+                tmp.replace(path)
+            finally:
+                if tmp.exists():
+                    tmp.unlink()
         return path
 
 

@@ -20,8 +20,11 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+from streamgen import config_checks
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
@@ -235,17 +238,22 @@ def _open_dict_fields(node: DictConfig, schema: type) -> None:
 
 
 def parse_overrides(overrides: Sequence[str]) -> DictConfig:
-    """``key=value`` strings → a config; a malformed one raises :class:`ConfigError` naming it."""
-    bad = [o for o in overrides if "=" not in o or o.startswith("=")]
+    """``key=value`` strings → a config; a malformed or unparsable one raises :class:`ConfigError`
+    naming it and the accepted form."""
+    bad = [f"malformed override {o!r}: write key=value (e.g. limit=5 or taus=[0.5,0.9])"
+           for o in overrides if "=" not in o or o.startswith("=")]
+    for o in overrides:
+        if o not in bad and "=" in o and not o.startswith("="):
+            try:
+                OmegaConf.from_dotlist([o])
+            except (OmegaConfBaseException, yaml.YAMLError) as exc:
+                reason = " ".join(str(exc).split())
+                bad.append(f"cannot parse override {o!r} ({reason}): values are YAML, e.g. limit=5, "
+                           "taus=[0.5,0.9], models=[tiny-llama,smollm2], results_dir=/tmp/x; quote the "
+                           "whole argument in the shell if it holds spaces or brackets")
     if bad:
-        raise ConfigError(
-            [f"malformed override {o!r}: write key=value (e.g. limit=5 or taus=[0.5,0.9])" for o in bad],
-            title="bad command-line overrides",
-        )
-    try:
-        return OmegaConf.from_dotlist(list(overrides))
-    except OmegaConfBaseException as exc:
-        raise ConfigError([f"cannot parse overrides {list(overrides)}: {exc}"], "bad command-line overrides") from exc
+        raise ConfigError(bad, title="bad command-line overrides")
+    return OmegaConf.from_dotlist(list(overrides))
 
 
 def load(schema: type[T], *sources: str | os.PathLike[str] | dict[str, Any] | DictConfig,
@@ -268,14 +276,20 @@ def load(schema: type[T], *sources: str | os.PathLike[str] | dict[str, Any] | Di
         else:
             layers.append(OmegaConf.create(src) if isinstance(src, dict) else src)
     layers.append(parse_overrides(overrides))
+    raise_if_problems(config_checks.override_path_problems(schema, overrides), "bad command-line overrides")
     try:
         merged = OmegaConf.merge(base, *layers)
         return OmegaConf.to_object(merged)  # type: ignore[return-value]
+    except TypeError as exc:  # a container where the schema has a scalar or the other way round
+        raise ConfigError([f"{exc} while merging {list(overrides)}: a list is set whole (key=[a,b]), a "
+                           f"mapping key by key (key.sub=value); {schema.__name__}'s fields are "
+                           f"{', '.join(config_checks.field_names(schema))}"]) from exc
     except OmegaConfBaseException as exc:
         msg = str(exc).splitlines()[0]
         key = getattr(exc, "full_key", None)
         hint = f" (key '{key}')" if key else ""
-        raise ConfigError([f"{msg}{hint}: check the spelling against {schema.__name__}'s fields"]) from exc
+        accepted = config_checks.accepted_keys(schema, str(key)) if key else f"see {schema.__name__}'s fields"
+        raise ConfigError([f"{msg}{hint}: check the spelling; {accepted}"]) from exc
 
 
 def to_yaml(cfg: Any) -> str:
@@ -363,6 +377,8 @@ def validate_benchmark(cfg: BenchmarkConfig, data_dir: Path | None = None) -> li
         if not cfg.data_file or not path.exists():
             p.append(f"benchmark {n}: data file {path} is missing; set data_dir= (or STREAMGEN_DATA_DIR) to "
                      "a folder holding the benchmark data and its MANIFEST.tsv (default: the repository's data/)")
+    if cfg.max_new_tokens < 1:
+        p.append(f"benchmark {n}: max_new_tokens={cfg.max_new_tokens} must be ≥ 1")
     if cfg.metric not in ("pass@1", "f1"):
         p.append(f"benchmark {n}: metric={cfg.metric!r} must be pass@1 or f1")
     if "system_prompt" in cfg.options:
@@ -421,6 +437,8 @@ def validate_grid(grid: GridConfig) -> list[str]:
     p.extend(validate_typing(grid.typing, live=True))
     if grid.cluster not in available("cluster"):
         p.append(f"cluster={grid.cluster!r} unknown: known are {', '.join(available('cluster'))}")
+    p.extend(config_checks.value_problems(grid))
+    p.extend(config_checks.list_problems(grid))
     return p
 
 

@@ -135,6 +135,8 @@ class RunRecord:
     shards_skipped: int  # found complete on disk (resume)
     schema_version: int
     forwards_executed: int | None = None  # model calls the actors actually executed (shared runs once)
+    status: str | None = None  # running / finished / interrupted / aborted / failed (None: before status existed)
+    stop_signal: str | None = None  # SIGTERM / SIGINT when status is interrupted
 
 
 _SCALARS: dict[type, pa.DataType] = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}

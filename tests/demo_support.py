@@ -66,16 +66,18 @@ class HeldClock:
 
 
 class ServerThread:
-    """The real app on uvicorn, on a free loopback port, in a background thread."""
+    """The real app on uvicorn, on a free loopback port, in a background thread; ``make_app(port)``
+    builds the app for the port it listens on (its Host allow-list names it)."""
 
-    def __init__(self, app: Any) -> None:
-        import uvicorn
-
+    def __init__(self, make_app: Callable[[int], Any]) -> None:
         from streamgen.demo.__main__ import bind
+        from streamgen.demo.serving import DemoServer
 
         self.sock = bind("127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3))
+        self.port = int(self.sock.getsockname()[1])
+        self.url = f"http://127.0.0.1:{self.port}/"
+        app = make_app(self.port)
+        self.server = DemoServer(app)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def __enter__(self) -> ServerThread:

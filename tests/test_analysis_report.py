@@ -166,3 +166,21 @@ def test_print_summary_without_results_says_so(tmp_path: Path) -> None:
     out = io.StringIO()
     text = print_summary(tmp_path / "empty", file=out)
     assert text.startswith("no tables:") and "full_grid.py" in out.getvalue()
+
+
+def test_run_list_shows_how_each_run_ended(tmp_path: Path) -> None:
+    import dataclasses
+
+    import pyarrow.parquet as pq
+
+    from streamgen.records import RunRecord, to_table
+    from tests.analysis_fixtures import run_record
+
+    write_record_set(tmp_path, RecordSet([pair_record()], []), with_steps=False, with_runs=False)
+    runs = [dataclasses.replace(run_record("run-1"), status="interrupted", stop_signal="SIGTERM"),
+            dataclasses.replace(run_record("run-2"), status="finished"), run_record("run-0")]
+    (tmp_path / "runs").mkdir()
+    for r in runs:
+        pq.write_table(to_table([r], RunRecord), tmp_path / "runs" / f"{r.run_id}.parquet")
+    got = {r["run_id"]: r["status"] for r in build_tables(tmp_path, ["run_list"], threads=1)["run_list"].to_pylist()}
+    assert got == {"run-0": None, "run-1": "interrupted (SIGTERM)", "run-2": "finished"}

@@ -47,7 +47,7 @@ def decoder():
 
 @pytest.fixture(scope="module")
 def server(decoder):
-    with ServerThread(create_app(decoder, config(max_new_tokens=24), "tiny-llama")) as srv:
+    with ServerThread(lambda port: create_app(decoder, config(max_new_tokens=24), "tiny-llama", port=port)) as srv:
         yield srv
 
 
@@ -164,8 +164,8 @@ def test_a_flood_of_keystrokes_gets_a_message_and_the_page_recovers(browser, dec
     text = "Add two numbers. Return their sum as a float. Handle negative numbers too."
     clock = HeldClock()  # held: updates never age out of the window, so the flood is certain on a slow machine
     limit = 3
-    app = create_app(decoder, config(max_new_tokens=24, max_updates_per_s=float(limit)), "tiny-llama", clock)
-    with ServerThread(app) as srv:
+    cfg = config(max_new_tokens=24, max_updates_per_s=float(limit))
+    with ServerThread(lambda port: create_app(decoder, cfg, "tiny-llama", clock, port=port)) as srv:
         page = _open(browser, srv)
         clock.hold()
         # one update per keystroke at most (80 ms apart, one in flight): the page sends more than `limit`
@@ -190,7 +190,8 @@ def test_smollm2_page(browser, artifacts):
 
     smol = load_decoder(model_config("smollm2"), max_new_tokens=48)
     text = "Write a Python function that returns the larger of two numbers. Keep it short. Add a docstring."
-    with ServerThread(create_app(smol, config(model="smollm2", max_new_tokens=48), "smollm2")) as srv:
+    with ServerThread(lambda port: create_app(smol, config(model="smollm2", max_new_tokens=48), "smollm2",
+                                              port=port)) as srv:
         page = _open(browser, srv)
         page.locator("#request").press_sequentially(text, delay=60)  # about 16 characters a second
         page.wait_for_function("Number(document.getElementById('status').dataset.steps) >= 1", timeout=120_000)

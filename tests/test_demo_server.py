@@ -40,7 +40,8 @@ def base_tokens(decoder):
 
 
 def client_for(decoder, **changes):
-    return TestClient(create_app(decoder, config(**changes), "tiny-llama"))
+    cfg = config(**changes)  # the Host the server answers: its own address and port
+    return TestClient(create_app(decoder, cfg, "tiny-llama"), base_url=f"http://{cfg.host}:{cfg.port}")
 
 
 def open_session(client) -> str:
@@ -180,7 +181,9 @@ def test_bad_requests_get_clear_errors(decoder):
     with client_for(decoder) as client:
         assert "unknown" in client.post("/api/sessions/nope/text", json={"text": "a"}).json()["error"]
         sid = open_session(client)
-        assert client.post(f"/api/sessions/{sid}/text", content=b"not json").status_code == 400
+        assert client.post(f"/api/sessions/{sid}/text", content=b"not json").status_code == 415  # no JSON type
+        assert client.post(f"/api/sessions/{sid}/text", content=b"not json",
+                           headers={"Content-Type": "application/json"}).status_code == 400
         assert client.post(f"/api/sessions/{sid}/text", json={"text": 3}).status_code == 400
         assert client.post(f"/api/sessions/{sid}/submit", json={"text": "  "}).status_code == 400
         submit_and_wait(client, sid, "Add two numbers. Return the sum.")

@@ -21,9 +21,9 @@ FORBIDDEN = {
     "analysis": ("jobs", "workflows", "ray"),
     "workflows": (),
 }
-# analysis reads the records, spells a cell's label the one way (streamgen.cells: config + records only),
+# analysis reads the records (the files a reader may trust: streamgen.result_files), spells a cell's label the one way (streamgen.cells: config + records only),
 # and shares the pure timing model (no torch) with the live stream run
-ANALYSIS_MAY_USE = ("streamgen.records", "streamgen.config", "streamgen.cells", "streamgen.timeline",
+ANALYSIS_MAY_USE = ("streamgen.records", "streamgen.result_files", "streamgen.config", "streamgen.cells", "streamgen.timeline",
                     "streamgen.policies", "streamgen.costmodel")
 
 

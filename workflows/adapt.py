@@ -142,6 +142,9 @@ def dry_run(cfg: AdaptConfig, stages: tuple[str, ...]) -> int:
 def main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("streamgen").setLevel(logging.INFO)
+    from jobs.results_dir import ResultsDirError
+    from jobs.stop_signals import RunInterrupted, ending
+
     try:
         name, stages, overrides = parse_args(argv)
         cfg = adapt_config(name, overrides)
@@ -159,6 +162,11 @@ def main(argv: Sequence[str]) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+    except (ResultsDirError, RunInterrupted) as exc:  # disk full, read-only, locked; SIGTERM/SIGINT
+        line, code = ending(exc)
+        print(line, file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

@@ -77,9 +77,12 @@ def budget_line(grid: GridConfig) -> str:
 
     import pyarrow.parquet as pq
 
-    files = sorted(Path(grid.results_dir, "pairs").rglob("*.parquet"))
+    from streamgen.result_files import readable_files
+
+    files = readable_files(grid.results_dir, "pairs", warn=False).files  # the report warns of the others
     cols = ["model", "benchmark", "base_answer_tokens", "cell_settings"]
-    rows = [r for f in files for r in pq.read_table(f, columns=cols).to_pylist()
+    rows = [r for f in files if set(cols) <= set(pq.read_schema(f).names)
+            for r in pq.read_table(f, columns=cols).to_pylist()
             if r["model"] in grid.models and r["benchmark"] in grid.benchmarks
             and r["base_answer_tokens"] is not None and r["cell_settings"] is not None]
     early = sum(r["base_answer_tokens"] < json.loads(r["cell_settings"])["max_new_tokens"] for r in rows)
@@ -92,6 +95,8 @@ def main(argv: Sequence[str]) -> int:
     logging.getLogger("streamgen").setLevel(logging.WARNING)
     name, overrides = parse_args(argv)
     from jobs.driver import GridAborted
+    from jobs.results_dir import ResultsDirError, describe_os_error
+    from jobs.stop_signals import RunInterrupted, ending
 
     try:
         grid = grid_config(name, overrides)
@@ -108,6 +113,13 @@ def main(argv: Sequence[str]) -> int:
         return 2
     except GridAborted as exc:
         print(f"aborted: {exc}", file=sys.stderr)
+        return 1
+    except (ResultsDirError, RunInterrupted) as exc:  # disk full, read-only, locked; SIGTERM/SIGINT
+        line, code = ending(exc)
+        print(line, file=sys.stderr)
+        return code
+    except OSError as exc:  # outside the results directory (e.g. data_dir): still one line, no traceback
+        print(f"error: {describe_os_error(exc, doing='accessing')}", file=sys.stderr)
         return 1
     print_summary(summary, grid)
     failed = getattr(summary, "shards_failed", [])

@@ -108,6 +108,9 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("streamgen").setLevel(logging.WARNING)
     args = parse_args(argv)
+    from jobs.results_dir import ResultsDirError
+    from jobs.stop_signals import RunInterrupted, ending
+
     try:
         grid = grid_config("nightly", args.overrides)
         if args.dry_run:
@@ -116,6 +119,10 @@ def main(argv: list[str]) -> int:
     except (ConfigError, regression.BaselineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (ResultsDirError, RunInterrupted) as exc:  # disk full, read-only, locked; SIGTERM/SIGINT
+        line, code = ending(exc)
+        print(line, file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

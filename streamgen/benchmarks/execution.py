@@ -65,8 +65,9 @@ def resolve_python(benchmark: str, python: str | None) -> str | None:
     path = path if path.is_absolute() else REPO_ROOT / path
     if not path.exists():
         raise ConfigError([f"benchmark {benchmark}: options.python={python!r} does not exist ({path}); "
-                           "build it (DS-1000: bash scripts/ds1000_env.sh) or set options.python=null "
-                           "to use the current interpreter"])
+                           "build it (DS-1000: bash scripts/ds1000_env.sh) or use the current interpreter: "
+                           f"benchmark_overrides.{benchmark}=[options.python=null] on the grid's command "
+                           f"line (`python -m streamgen.benchmarks check {benchmark} options.python=null`)"])
     return str(path)
 
 

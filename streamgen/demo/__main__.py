@@ -32,9 +32,9 @@ def bind(host: str, port: int) -> socket.socket:
 
 def serve(cfg: DemoConfig) -> None:
     import torch
-    import uvicorn
 
     from streamgen.demo.server import create_app
+    from streamgen.demo.serving import DemoServer
     from streamgen.models import load_decoder
 
     try:
@@ -45,9 +45,9 @@ def serve(cfg: DemoConfig) -> None:
     torch.set_num_threads(cfg.threads)
     model = model_config(cfg.model)
     decoder = load_decoder(model, device=cfg.device, max_new_tokens=cfg.max_new_tokens)
-    app = create_app(decoder, cfg, model.name)
     host, port = sock.getsockname()[:2]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3))
+    app = create_app(decoder, cfg, model.name, port=port)
+    server = DemoServer(app)  # ends open event streams when shutdown begins: a clean log
     print(f"streamgen demo: {model.name}, acceptance {cfg.acceptance}, policy {cfg.policy} — "
           f"open http://{host if ':' not in host else f'[{host}]'}:{port}/", flush=True)
     server.run(sockets=[sock])

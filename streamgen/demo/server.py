@@ -11,7 +11,9 @@
 | ``GET /api/sessions/{id}/events`` | the snapshot again after every change (``text/event-stream``) |
 | ``POST /api/sessions/{id}/release`` | close the session (the page sends it on unload) |
 
-Every refusal is JSON ``{"error": message}`` with a status code the page shows as a message.
+Every refusal is JSON ``{"error": message}`` with a status code the page shows as a message. Only
+the page itself may drive the API (Host allow-list, same-origin POSTs, JSON bodies under a byte
+limit: :mod:`streamgen.demo.guard`).
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from streamgen.decoding.base import Decoder
+from streamgen.demo import guard
 from streamgen.demo.manager import SessionManager, UnknownSession
 from streamgen.demo.session import DemoInputError
 from streamgen.demo.settings import DemoConfig
@@ -45,21 +49,17 @@ def _error(message: str, status: int) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-async def _text(request: Request) -> str:
-    try:
-        body = await request.json()
-    except ValueError:
-        raise DemoInputError('send JSON {"text": "..."}', 400) from None
-    if not isinstance(body, dict) or not isinstance(body.get("text"), str):
-        raise DemoInputError('send JSON {"text": "..."} with the request as a string', 400)
-    return body["text"]
+def max_body(cfg: DemoConfig) -> int:
+    """Bytes a text update may take: ``max_chars`` characters as JSON escapes (``\\uXXXX``, 6 bytes
+    each, the worst case), plus the envelope."""
+    return 6 * cfg.max_chars + 1024
 
 
 class Routes:
     """The request handlers, around one session manager."""
 
-    def __init__(self, manager: SessionManager, info: dict[str, object]) -> None:
-        self.manager, self.info = manager, info
+    def __init__(self, manager: SessionManager, info: dict[str, object], max_body: int) -> None:
+        self.manager, self.info, self.max_body = manager, info, max_body
 
     async def page(self, request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
@@ -72,7 +72,10 @@ class Routes:
 
     async def text(self, request: Request, *, submit: bool = False) -> Response:
         session = self.manager.get(request.path_params["sid"])
-        await session.update(await _text(request), submit=submit)
+        text = guard.checked_text(await guard.read_json(request, self.max_body))
+        if not submit and not text.strip():  # only spaces so far: nothing to draft yet, not an error
+            text = ""
+        await session.update(text, submit=submit)
         return JSONResponse({"ok": True, "segments": len(session.segments)})
 
     async def submit(self, request: Request) -> Response:
@@ -112,17 +115,19 @@ async def _unknown(request: Request, exc: Exception) -> Response:
 
 
 def create_app(decoder: Decoder, cfg: DemoConfig, model_name: str,
-               clock: Callable[[], float] = time.perf_counter) -> Starlette:
+               clock: Callable[[], float] = time.perf_counter, port: int | None = None) -> Starlette:
     """The demo app around one loaded decoder (one model worker, one session manager).
 
     ``clock`` is what sessions read for the flood window and idle timeouts (tests hold it still).
+    ``port``: the port the server really listens on (``cfg.port`` may be 0); the Host allow-list
+    (:mod:`streamgen.demo.guard`) is ``cfg.host`` and the loopback names with it.
     """
     worker = ModelWorker(decoder)
     manager = SessionManager(worker, cfg, clock)
     r = Routes(manager, {"model": model_name, "family": decoder.family, "acceptance": cfg.acceptance,
                          "tau": cfg.tau, "policy": cfg.policy, "every_k": cfg.every_k,
                          "granularity": cfg.granularity, "max_new_tokens": decoder.max_new_tokens,
-                         "idle_timeout_s": cfg.idle_timeout_s})
+                         "idle_timeout_s": cfg.idle_timeout_s}, max_body(cfg))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -142,7 +147,8 @@ def create_app(decoder: Decoder, cfg: DemoConfig, model_name: str,
         Route(f"{sid}/state", r.state), Route(f"{sid}/events", r.events),
         Route(f"{sid}/release", r.release, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
-    ], lifespan=lifespan, exception_handlers={DemoInputError: _refused, UnknownSession: _unknown})
+    ], lifespan=lifespan, exception_handlers={DemoInputError: _refused, UnknownSession: _unknown},
+        middleware=[Middleware(guard.PageOnly, hosts=guard.allowed_hosts(cfg.host, cfg.port if port is None else port))])
     app.state.manager = manager
     app.state.closing = False
     return app

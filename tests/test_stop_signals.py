@@ -1,0 +1,45 @@
+"""SIGTERM/SIGINT handling in this process (real signals to ourselves): RunInterrupted at once, or
+after a shard's write when it arrives during one; the previous handlers come back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from jobs.stop_signals import RunInterrupted, catching
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_raises_run_interrupted(sig: signal.Signals) -> None:
+    before = signal.getsignal(sig)
+    with pytest.raises(RunInterrupted) as caught, catching():
+        os.kill(os.getpid(), sig)
+        time.sleep(5)  # the handler runs before this returns
+    assert caught.value.signum == sig and caught.value.exit_code == 128 + sig
+    assert caught.value.name == sig.name
+    assert signal.getsignal(sig) is before
+
+
+def test_signal_during_a_write_waits_for_it() -> None:
+    steps: list[str] = []
+    with pytest.raises(RunInterrupted), catching() as stops:
+        with stops.deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            steps.append("shard written")  # the write is not cut off
+        steps.append("after")  # never reached: the signal takes effect as the write ends
+    assert steps == ["shard written"]
+    assert stops.received == signal.SIGTERM
+
+
+def test_second_signal_while_stopping_is_ignored() -> None:
+    with catching() as stops:
+        with pytest.raises(RunInterrupted):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        os.kill(os.getpid(), signal.SIGTERM)  # cleanup (stopping Ray) is not interrupted again
+        time.sleep(0.05)
+    assert stops.received == signal.SIGTERM
