@@ -179,6 +179,9 @@ class GridConfig:
     granularity: str = "sentence"  # arrival unit: sentence | word | chars (segment_chars each)
     segment_chars: int = 40
     typing: TypingConfig = field(default_factory=TypingConfig)
+    # Model actors show the libraries' loading progress bars (transformers' "Loading weights", the GGUF
+    # conversion, huggingface_hub); off: the console shows the grid's own progress and the summary
+    verbose: bool = False
 
 
 @dataclass(frozen=True)

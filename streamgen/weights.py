@@ -14,14 +14,18 @@ loader (DESIGN §3); :mod:`streamgen.models` puts the families' loaders and deco
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import importlib.util
 import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
+from unittest import mock
 
 from streamgen.config import ConfigError, ModelConfig, raise_if_problems, validate_model
 from streamgen.tokenizers import tiny_tokenizer
@@ -167,6 +171,29 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
 # --------------------------------------------------------------------------------------------
 # Loading by source
 # --------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def loading_bars(verbose: bool) -> Iterator[None]:
+    """Inside: transformers' and huggingface_hub's progress bars ("Loading weights", "Writing model
+    shards", downloads) and the GGUF conversion's ("Converting and de-quantizing GGUF tensors") only
+    when ``verbose``; as they were afterwards. The GGUF bar is a plain ``tqdm.auto`` bar that no
+    library switch reaches, so its module's ``tqdm`` is wrapped with ``disable=True`` for the duration
+    (docs/traps.md). Not thread-safe: the switches are process-wide (one model loads per actor)."""
+    if verbose:
+        yield
+        return
+    import transformers.modeling_gguf_pytorch_utils as gguf_loader
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # also huggingface_hub's
+    try:
+        with mock.patch.object(gguf_loader, "tqdm", functools.partial(gguf_loader.tqdm, disable=True)):
+            yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
 
 
 def _from_folder(path: str | Path, cfg: ModelConfig, device: str) -> LoadedModel:
