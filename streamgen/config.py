@@ -28,7 +28,7 @@ T = TypeVar("T")
 
 FAMILIES = ("autoregressive", "refusion", "bidirectional", "diffusion_gemma")
 VERIFIER_MODE_FAMILIES = ("bidirectional", "diffusion_gemma")  # families the grid sweeps verifier_modes for
-MODEL_SOURCES = ("hub", "local", "gguf", "smollm2", "tiny", "scripted")
+MODEL_SOURCES = ("hub", "local", "gguf", "smollm2", "gemma3_270m", "tiny", "scripted")
 TINY_ARCHS = ("llama", "qwen3", "gemma3", "llada", "dream", "diffusion_gemma")
 ACCEPTANCE_RULES = ("greedy", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -75,7 +75,7 @@ class ModelConfig:
     name: str = ""
     family: str = "autoregressive"
     source: str = "hub"  # hub id, local folder, GGUF file, the packaged SmolLM2, a tiny random or a scripted model
-    path: str = ""  # hub id / folder / .gguf path / scripted behaviour; empty for smollm2 and tiny
+    path: str = ""  # hub id / folder / .gguf path / scripted behaviour; empty for smollm2, gemma3_270m and tiny
     revision: str | None = None
     gguf_file: str | None = None
     tiny_arch: str | None = None  # source=tiny: llama | qwen3 | gemma3 | llada | dream | diffusion_gemma
