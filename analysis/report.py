@@ -84,6 +84,15 @@ EXCLUSIONS = [
     Column("reason", "Reason"),
     Column("n", "n", "num"),
 ]
+RESCORED = [
+    Column("setting", "Model · setting"),
+    Column("benchmark", "Benchmark"),
+    Column("scorer_version_before", "Scorer at decoding"),
+    Column("scorer_version", "Scorer now"),
+    Column("n_rescored", "Re-scored", "num"),
+    Column("n_changed", "Quality changed", "num"),
+    Column("examples_changed", "Examples changed"),
+]
 ADAPT = [
     Column("setting", "Model · variant"),
     Column("row", "Benchmark"),
@@ -269,6 +278,24 @@ def fingerprint_note(fingerprints: pa.Table) -> str | None:
     return "\n\n".join(lines) + "\n\n" + markdown(used, PRINTS)
 
 
+def _scorer_split(cells: pa.Table) -> list[str]:
+    """The cells counted under several scorer versions (their rows' tags carry ``scorer <version>``)."""
+    return sorted({r["setting"] for r in with_labels(cells.to_pylist()) if "scorer " in (r["settings_tag"] or "")})
+
+
+def rescored_section(tables: dict[str, pa.Table]) -> str:
+    """Which counted rows carry scores from ``python -m analysis.rescore``, and the cells whose rows
+    mix scorer versions (shown as separate rows until a rescore brings them to one version)."""
+    text = ("## Re-scored rows\n\nRows whose qualities come from `python -m analysis.rescore` (the newest "
+            "re-score of each row) instead of the grid's own scoring.\n\n" + markdown(tables["rescored"], RESCORED))
+    split = _scorer_split(tables["cells"])
+    if split:
+        text += (f"\n{len(split)} setting(s) hold rows scored by different scorer versions; each version is "
+                 "its own row, tagged `scorer <version>` (run `python -m analysis.rescore DIR` to bring "
+                 "them to the current scorers): " + "; ".join(split) + ".\n")
+    return text
+
+
 def _sections(tables: dict[str, pa.Table], compare: pa.Table | None, compare_dir: Path | None) -> list[str]:
     cells = _rows(tables["cells"], scope="benchmark")
     dist = tables["distribution"]
@@ -298,6 +325,8 @@ def _sections(tables: dict[str, pa.Table], compare: pa.Table | None, compare_dir
         "differ.\n\n" + markdown(tables["speed_quality"], CROSS, blank_repeats="setting"),
         "## Excluded and error rows\n\n" + markdown(tables["exclusions"], EXCLUSIONS),
     ]
+    if tables["rescored"].num_rows or _scorer_split(tables["cells"]):
+        out.insert(1, rescored_section(tables))
     if tables["adaptation"].num_rows:
         out.append(
             "## Adaptation before → after (Table 3)\n\n"

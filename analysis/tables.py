@@ -18,7 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from analysis.fingerprints import FINGERPRINT_QUERY, cell_tags
-from streamgen.records import PAIRS_SCHEMA, RUNS_SCHEMA, STEPS_SCHEMA
+from streamgen.records import PAIRS_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, STEPS_SCHEMA
 from streamgen.result_files import literal_glob, readable_files
 
 log = logging.getLogger(__name__)
@@ -39,10 +39,14 @@ TABLES: tuple[str, ...] = (
     "speed_quality",
     "draft_stability",
     "model_speedups",
+    "rescored",
 )
 """Every table the report writes, in execution order (a file may read the tables before it)."""
 
-_SOURCES: dict[str, pa.Schema] = {"pairs": PAIRS_SCHEMA, "steps": STEPS_SCHEMA, "runs": RUNS_SCHEMA}
+_SOURCES: dict[str, pa.Schema] = {
+    "pairs": PAIRS_SCHEMA, "steps": STEPS_SCHEMA, "runs": RUNS_SCHEMA,
+    "scores": SCORES_SCHEMA,  # analysis.rescore's re-scored rows
+}
 
 
 class ResultsNotFoundError(FileNotFoundError):
@@ -57,6 +61,7 @@ class ResultFiles:
     pairs: tuple[Path, ...]
     steps: tuple[Path, ...]
     runs: tuple[Path, ...]
+    scores: tuple[Path, ...] = ()
 
 
 def find_result_files(results_dir: str | Path) -> ResultFiles:
@@ -69,7 +74,7 @@ def find_result_files(results_dir: str | Path) -> ResultFiles:
             f"no result files under {root}/pairs/; run `python workflows/full_grid.py "
             f"results_dir={root}` first, or pass the directory that holds pairs/, steps/, runs/"
         )
-    return ResultFiles(root, found["pairs"], found["steps"], found["runs"])
+    return ResultFiles(root, found["pairs"], found["steps"], found["runs"], found["scores"])
 
 
 def sql_text(name: str) -> str:
@@ -118,17 +123,25 @@ def _duckdb(threads: int | None) -> duckdb.DuckDBPyConnection:
     return duckdb.connect(":memory:", config=config)
 
 
+def connect_keyed(results_dir: str | Path, *, threads: int | None = None,
+                  sql: Callable[[str], str] = sql_text) -> duckdb.DuckDBPyConnection:
+    """A connection with the source views and ``pairs_keyed`` (every pairs row, its fingerprint, its
+    newest re-score), before deduplication: what ``analysis.rescore`` reads."""
+    files = find_result_files(results_dir)
+    con = _duckdb(threads)
+    for name in _SOURCES:
+        _register_source(con, name, getattr(files, name))
+    con.execute(sql("_cells"))
+    return con
+
+
 def connect(results_dir: str | Path, *, threads: int | None = None,
             latest: bool = False, sql: Callable[[str], str] = sql_text) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with ``pairs`` (each (cell fingerprint, example) once),
     ``steps``, ``runs`` and ``pair_rows`` views. ``latest``: keep only the most recent run's
     fingerprint of each cell name. ``sql``: name → text of ``_cells``, ``_dedup`` and ``_views``
     (bench/analysis_reference.py passes the frozen copies it compares against)."""
-    files = find_result_files(results_dir)
-    con = _duckdb(threads)
-    for name in _SOURCES:
-        _register_source(con, name, getattr(files, name))
-    con.execute(sql("_cells"))
+    con = connect_keyed(results_dir, threads=threads, sql=sql)
     _report_null_keys(con)
     rows = con.sql(FINGERPRINT_QUERY).to_arrow_table().to_pylist()
     con.register("cell_tags", cell_tags(rows, latest=latest))

@@ -137,17 +137,18 @@ def actor_options(*, use_gpu: bool, cpus_per_actor: float = 1.0) -> dict[str, An
 
 
 def spawn_model_actor(model: ModelConfig, *, use_gpu: bool, cpus_per_actor: float = 1.0,
-                      threads: int = 1) -> Any:
-    """Start a Ray actor holding ``model`` (loading starts at once, in the background)."""
+                      threads: int = 1, verbose: bool = False) -> Any:
+    """Start a Ray actor holding ``model`` (loading starts at once, in the background; ``verbose``: with
+    the libraries' model-loading progress bars)."""
     import ray
 
     remote_cls = ray.remote(ModelActor).options(**actor_options(use_gpu=use_gpu, cpus_per_actor=cpus_per_actor))
-    return remote_cls.remote(model, threads=threads)
+    return remote_cls.remote(model, threads=threads, verbose=verbose)
 
 
-def spawn_actor_for(models: Mapping[str, ModelConfig], name: str, *, use_gpu: bool) -> Any:
+def spawn_actor_for(models: Mapping[str, ModelConfig], name: str, *, use_gpu: bool, verbose: bool = False) -> Any:
     """:func:`spawn_model_actor` for the model called ``name`` (the scheduler's groups are model names)."""
-    return spawn_model_actor(models[name], use_gpu=use_gpu)
+    return spawn_model_actor(models[name], use_gpu=use_gpu, verbose=verbose)
 
 
 def submit_unit(actor: Any, unit: Any) -> Any:
@@ -173,8 +174,10 @@ def _pick_device() -> tuple[str, str, tuple[str, ...]]:
 class ModelActor:
     """Holds one model and runs shards of it."""
 
-    def __init__(self, model: ModelConfig, *, threads: int = 1) -> None:
+    def __init__(self, model: ModelConfig, *, threads: int = 1, verbose: bool = False) -> None:
         import torch
+
+        from streamgen.weights import loading_bars
 
         torch.set_num_threads(max(1, threads))
         self.model = model
@@ -182,7 +185,8 @@ class ModelActor:
         self.actor_id = f"{socket.gethostname()}:{os.getpid()}"
         self._decoders: dict[tuple[str, str | None, int], Decoder] = {}
         start = time.perf_counter()
-        self._family, self._loaded = _load_weights(model, self.device)
+        with loading_bars(verbose):  # the libraries' loading bars only with the grid's `verbose: true`
+            self._family, self._loaded = _load_weights(model, self.device)
         self.load_s = time.perf_counter() - start
         self._load_reported = False
         log.info("actor %s loaded %s on %s in %.1f s", self.actor_id, model.name, self.device, self.load_s)

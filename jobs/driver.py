@@ -130,7 +130,8 @@ def _schedule(run: GridRun, grid: GridConfig, on_dispatch: Callable[[Any, WorkUn
     units = run.units()
     # a unit holds up to one shard per acceptance cell (jobs/shared_work.py): its allowance scales with it
     timeout_s = grid.shard_timeout_s * max(len(u.payload) for u in units)
-    scheduler = Scheduler(spawn=functools.partial(spawn_actor_for, run.plan.models, use_gpu=run.use_gpu),
+    scheduler = Scheduler(spawn=functools.partial(spawn_actor_for, run.plan.models, use_gpu=run.use_gpu,
+                                                   verbose=run.plan.grid.verbose),
                           submit=submit_unit, workers=workers, unit_timeout_s=timeout_s, on_dispatch=on_dispatch)
     with contextlib.closing(scheduler.run(units)) as events:  # leaving early (GridAborted) kills the actors
         for event in events:

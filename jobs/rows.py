@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from streamgen.benchmarks import Score
+from streamgen.benchmarks.base import score_columns
 from streamgen.cells import Cell, settings_json
 from streamgen.exclusions import empty_answer_reason
 from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord
@@ -94,14 +95,14 @@ def _record(record_type: type, columns: dict[str, Any], values: dict[str, Any], 
 
 
 def outcome_rows(outcome: PairOutcome, ctx: RowContext, base_score: Score | None = None,
-                 stream_score: Score | None = None) -> Rows:
+                 stream_score: Score | None = None, scorer_version: str | None = None) -> Rows:
     """The pair row and one step row per segment arrival. Scores (``streamgen.benchmarks.Score``) are
-    None until scored. An empty answer on either side marks the row excluded (``empty_answer:<side>``,
-    paper §4) but keeps its numbers."""
+    None until scored; ``scorer_version``: the benchmark scorer's (``Benchmark.scorer_version``). An
+    empty answer on either side marks the row excluded (``empty_answer:<side>``, paper §4) but keeps
+    its numbers."""
     if outcome.request is None:
         raise ValueError("outcome_rows needs PairOutcome.request (run_pair fills it)")
     req, base, final = outcome.request, outcome.base, outcome.final
-    scores = (base_score, stream_score)
     pair = _record(PairRecord, ctx.columns(), {
         "example_id": req.example_id, "n_segments": len(req.segments),
         "excluded_reason": empty_answer_reason(base.text, final.answer.text), "error_type": None,
@@ -115,16 +116,9 @@ def outcome_rows(outcome: PairOutcome, ctx: RowContext, base_score: Score | None
         "accepted_tokens_final": final.accepted_tokens, "base_answer_tokens": len(base.token_ids),
         "stream_answer_tokens": len(final.answer.token_ids), "base_answer": base.text,
         "stream_answer": final.answer.text, "run_order": outcome.run_order,
-        "base_quality": _score(base_score, "quality"), "stream_quality": _score(stream_score, "quality"),
-        "base_score_status": _score(base_score, "status"), "stream_score_status": _score(stream_score, "status"),
-        "sandbox_backend": next((s.backend for s in scores if s is not None and s.backend), None),
-        "sandbox_view": next((s.view for s in scores if s is not None and s.view), None),
+        **score_columns(base_score, stream_score, scorer_version),
     })
     return Rows(pair, step_rows(outcome, ctx))
-
-
-def _score(score: Score | None, field: str) -> Any:
-    return getattr(score, field) if score is not None else None
 
 
 def draft_fingerprint(token_ids: tuple[int, ...] | list[int]) -> str:
@@ -195,14 +189,16 @@ def score_shard(task: ShardTask, decoded: DecodedShard) -> ShardRows:
                 and empty_answer_reason(r.outcome.base.text, r.outcome.stream.text) is None]
     answers = [a for r in scorable for a in (r.outcome.base.text, r.outcome.stream.text)]  # type: ignore[union-attr]
     flat = [by_id[r.example_id].example for r in scorable for _ in (0, 1)]
-    scores = load_benchmark(task.cell.benchmark).score_many(flat, answers, workers=1) if scorable else []
+    benchmark = load_benchmark(task.cell.benchmark)
+    scores = benchmark.score_many(flat, answers, workers=1) if scorable else []
     score_of = {r.example_id: (scores[2 * i], scores[2 * i + 1]) for i, r in enumerate(scorable)}
     ctx = task.row_context(decoded.device, decoded.actor_id, decoded.thresholds)
     results = {r.example_id: r for r in decoded.results}
     pairs: list[PairRecord] = []
     steps: list[StepRecord] = []
     for ex in task.examples:
-        rows = _rows(ctx, ex, results[ex.example_id], score_of.get(ex.example_id, (None, None)))
+        rows = _rows(ctx, ex, results[ex.example_id], score_of.get(ex.example_id, (None, None)),
+                     benchmark.scorer_version)
         pairs.append(rows.pair)
         steps.extend(rows.steps)
     return ShardRows(tuple(pairs), tuple(steps), sum(p.error_type is not None for p in pairs),
@@ -210,12 +206,13 @@ def score_shard(task: ShardTask, decoded: DecodedShard) -> ShardRows:
                      tuple(s.detail[-500:] for s in scores if s.status == "error"))
 
 
-def _rows(ctx: RowContext, ex: ExampleTask, result: ExampleResult, scores: tuple[Any, Any]) -> Rows:
+def _rows(ctx: RowContext, ex: ExampleTask, result: ExampleResult, scores: tuple[Any, Any],
+          scorer_version: str) -> Rows:
     if result.error_type is not None:
         return error_rows(ctx, ex.example_id, ex.n_segments, result.error_type, result.error_traceback)
     if result.outcome is None:
         return excluded_rows(ctx, ex.example_id, ex.n_segments, ex.excluded or "not_run")
-    return outcome_rows(result.outcome, ctx, *scores)  # unscored (empty answer): marked excluded there
+    return outcome_rows(result.outcome, ctx, *scores, scorer_version)  # unscored (empty answer): marked excluded there
 
 
 def failed_shard_rows(task: ShardTask, error: str, device: str = "unknown") -> ShardRows:

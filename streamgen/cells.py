@@ -52,6 +52,16 @@ def _flat(prefix: str, value: Any, out: dict[str, Any]) -> None:
         out[prefix] = value
 
 
+def config_settings(prefix: str, cfg: Any) -> dict[str, Any]:
+    """A model or benchmark config's fields as the flat ``{prefix.field: scalar}`` keys of
+    :func:`cell_settings` (name, system prompt and variant are left out: the cell records them as used)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cfg):
+        if f.name not in {"name", "system_prompt", "variant"}:
+            _flat(f"{prefix}.{f.name}", getattr(cfg, f.name), out)
+    return out
+
+
 def cell_settings(model: ModelConfig, benchmark: BenchmarkConfig, *, acceptance: str, tau: float | None,
                   verifier_mode: str | None, max_new_tokens: int, limit: int | None,
                   timing: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -65,11 +75,8 @@ def cell_settings(model: ModelConfig, benchmark: BenchmarkConfig, *, acceptance:
         "variant": model.variant, "schema_version": SCHEMA_VERSION,
         "system_prompt": effective_system_prompt(model.system_prompt, benchmark.system_prompt),
     }
-    skip = {"name", "system_prompt", "variant"}  # already above, as the cell uses them
-    for prefix, cfg in (("model", model), ("benchmark", benchmark)):
-        for f in dataclasses.fields(cfg):
-            if f.name not in skip:
-                _flat(f"{prefix}.{f.name}", getattr(cfg, f.name), out)
+    out.update(config_settings("model", model))
+    out.update(config_settings("benchmark", benchmark))
     for key, default in DIFFUSION_DEVIATIONS.get(model.family, {}).items():  # recorded when left at the default
         out.setdefault(f"model.decoding.{key}", default)
     for key, value in (timing or {}).items():

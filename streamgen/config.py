@@ -48,7 +48,7 @@ DIFFUSION_DEVIATIONS: dict[str, dict[str, Any]] = {
 """Per diffusion family, the project's differences from the official samplers: option → default (off).
 The decoders' settings take their defaults from here; every cell fingerprint of the family records them,
 so a run that turns one on never shares a fingerprint with one that does not (docs/diffusion.md)."""
-MODEL_SOURCES = ("hub", "local", "gguf", "smollm2", "tiny", "scripted")
+MODEL_SOURCES = ("hub", "local", "gguf", "smollm2", "gemma3_270m", "tiny", "scripted")
 TINY_ARCHS = ("llama", "qwen3", "gemma3", "llada", "dream", "diffusion_gemma")
 ACCEPTANCE_RULES = ("greedy", "threshold")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -95,7 +95,7 @@ class ModelConfig:
     name: str = ""
     family: str = "autoregressive"
     source: str = "hub"  # hub id, local folder, GGUF file, the packaged SmolLM2, a tiny random or a scripted model
-    path: str = ""  # hub id / folder / .gguf path / scripted behaviour; empty for smollm2 and tiny
+    path: str = ""  # hub id / folder / .gguf path / scripted behaviour; empty for smollm2, gemma3_270m and tiny
     revision: str | None = None
     gguf_file: str | None = None
     tiny_arch: str | None = None  # source=tiny: llama | qwen3 | gemma3 | llada | dream | diffusion_gemma
@@ -199,6 +199,9 @@ class GridConfig:
     granularity: str = "sentence"  # arrival unit: sentence | word | chars (segment_chars each)
     segment_chars: int = 40
     typing: TypingConfig = field(default_factory=TypingConfig)
+    # Model actors show the libraries' loading progress bars (transformers' "Loading weights", the GGUF
+    # conversion, huggingface_hub); off: the console shows the grid's own progress and the summary
+    verbose: bool = False
 
 
 @dataclass(frozen=True)

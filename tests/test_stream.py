@@ -143,7 +143,8 @@ def test_messages_carry_system_prompt_history_and_prefix() -> None:
 
 def test_outcome_rows_fill_every_cost_column(decoders) -> None:
     o = run_pair(decoders["gemma3"], GOLDEN_REQUEST, Greedy(), base_first=True)
-    pair, steps = outcome_rows(o, CTX, Score(1.0, "passed", backend="bwrap"), Score(0.0, "failed", view="v"))
+    pair, steps = outcome_rows(o, CTX, Score(1.0, "passed", backend="bwrap"), Score(0.0, "failed", view="v"), "s:1")
+    assert pair.scorer_version == "s:1" and outcome_rows(o, CTX, scorer_version="s:1").pair.scorer_version is None
     assert pair.base_forwards == o.base.forwards and pair.residual_forwards == o.steps[-1].answer.forwards
     assert pair.speculative_forwards == sum(s.answer.forwards for s in o.steps[:-1])
     assert pair.residual_tokens_fed == o.steps[-1].answer.meter.tokens_fed

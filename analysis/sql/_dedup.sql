@@ -12,7 +12,12 @@ FROM pairs_keyed
 GROUP BY cell_fingerprint, example_id
 HAVING count(*) > 1;
 
-CREATE OR REPLACE TEMP VIEW pairs AS
+-- Scorer versions (pairs.scorer_version, after analysis.rescore's newest re-score) are part of a
+-- row's identity: where the scored rows counted for one fingerprint carry more than one version (a
+-- rescore not yet finished, a scorer changed between two runs), the rows are told apart by
+-- `scorer <version>` in settings_tag, so old and new scores land in separately labelled rows,
+-- never in one statistic. Rows no scorer saw (errors, exclusions) keep the plain tag.
+CREATE OR REPLACE TEMP VIEW pairs_counted AS
 WITH kept AS (
     SELECT p.*, t.settings_tag
     FROM pairs_keyed p
@@ -31,3 +36,19 @@ SELECT * FROM (
 QUALIFY row_number() OVER (
     PARTITION BY cell_fingerprint, example_id ORDER BY run_id DESC, shard_id DESC
 ) = 1;
+
+CREATE OR REPLACE TEMP TABLE scorer_mixed AS
+SELECT cell_fingerprint, count(DISTINCT coalesce(scorer_version, 'unversioned')) AS n_scorer_versions
+FROM pairs_counted
+WHERE base_score_status IS NOT NULL OR stream_score_status IS NOT NULL
+GROUP BY cell_fingerprint
+HAVING count(DISTINCT coalesce(scorer_version, 'unversioned')) > 1;
+
+CREATE OR REPLACE TEMP VIEW pairs AS
+SELECT c.* REPLACE (
+    CASE WHEN m.cell_fingerprint IS NULL OR (c.base_score_status IS NULL AND c.stream_score_status IS NULL)
+        THEN c.settings_tag
+        ELSE concat_ws(', ', c.settings_tag, 'scorer ' || coalesce(c.scorer_version, 'unversioned'))
+    END AS settings_tag)
+FROM pairs_counted c
+LEFT JOIN scorer_mixed m ON c.cell_fingerprint = m.cell_fingerprint;

@@ -63,6 +63,20 @@ class Score:
     view: str | None = None
 
 
+def score_columns(base: Score | None, stream: Score | None, scorer_version: str | None) -> dict[str, Any]:
+    """The pairs (and scores) columns two answers' scores fill: qualities, statuses, the sandbox that
+    ran them, the scorer version (None when neither side was scored) — one place for the grid's row
+    builder and ``analysis.rescore``."""
+    scores = (base, stream)
+    return {
+        "base_quality": base.quality if base else None, "stream_quality": stream.quality if stream else None,
+        "base_score_status": base.status if base else None, "stream_score_status": stream.status if stream else None,
+        "sandbox_backend": next((s.backend for s in scores if s is not None and s.backend), None),
+        "sandbox_view": next((s.view for s in scores if s is not None and s.view), None),
+        "scorer_version": scorer_version if base or stream else None,
+    }
+
+
 @runtime_checkable
 class Benchmark(Protocol):
     """What the grid needs from a benchmark."""
@@ -87,6 +101,12 @@ class Benchmark(Protocol):
 
     def reference_answer(self, example: Example) -> str:
         """The gold answer, shaped like a chat answer (what ``check`` feeds the scorer)."""
+        ...
+
+    @property
+    def scorer_version(self) -> str:
+        """The version of everything that turns an answer into its score (``mbpp:1+code:1``): stored
+        on every scored row, so a changed scorer is never mixed silently with old scores."""
         ...
 
     def score(self, example: Example, answer: str) -> Score:

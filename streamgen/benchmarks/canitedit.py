@@ -23,6 +23,8 @@ INSTRUCTIONS = ("descriptive", "lazy")
 class CanItEditTask:
     """The CanItEdit-specific functions of :class:`CodeBenchmark`."""
 
+    scorer_version = "1"  # bump when a change here alters any verdict (analysis.rescore re-scores)
+
     def examples(self, cfg: BenchmarkConfig, rows: list[dict[str, Any]]) -> list[Example]:
         kind = cfg.options.get("instruction", "descriptive")
         if kind not in INSTRUCTIONS:

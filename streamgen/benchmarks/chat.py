@@ -27,6 +27,8 @@ def _turn(role: str, content: str) -> Message:
 class ChatTask:
     """The chat-specific functions of :class:`TextBenchmark`."""
 
+    scorer_version = "1"  # bump when a change here alters any verdict (analysis.rescore re-scores)
+
     def examples(self, cfg: BenchmarkConfig, rows: list[dict[str, Any]], data_dir: Path) -> list[Example]:
         if rows and "messages" in rows[0]:
             return [e for e in (self.from_messages(cfg, r, i) for i, r in enumerate(rows)) if e is not None]

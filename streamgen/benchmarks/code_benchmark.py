@@ -22,10 +22,15 @@ from streamgen.scoring.extract import Extracted
 from streamgen.segment import segment
 
 NO_CODE = "no code in the answer"
+SCORER_VERSION = "1"
+"""The shared part of every code benchmark's scorer version: code extraction, the sandbox's verdicts,
+pass@1. Bump it when a change there alters any verdict; a benchmark's own part is its task's."""
 
 
 class CodeTask(Protocol):
     """The benchmark-specific functions of a code benchmark."""
+
+    scorer_version: str  # the task's part of the scorer version (its extraction, programs or references)
 
     def examples(self, cfg: BenchmarkConfig, rows: list[dict[str, Any]]) -> list[Example]:
         """Rendered examples from raw rows (filtering a split where the benchmark has one)."""
@@ -56,6 +61,10 @@ class CodeBenchmark:
 
     def reference_answer(self, example: Example) -> str:
         return example.reference
+
+    @property
+    def scorer_version(self) -> str:
+        return f"{self.cfg.module}:{self.task.scorer_version}+code:{SCORER_VERSION}"
 
     def runner(self) -> Runner:
         return Runner.from_config(self.cfg)

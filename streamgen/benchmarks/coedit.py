@@ -40,6 +40,8 @@ def _request(cfg: BenchmarkConfig, row: dict[str, Any]) -> str:
 class CoeditTask:
     """The CoEdIT-specific functions of :class:`TextBenchmark`."""
 
+    scorer_version = "1"  # bump when a change here alters any verdict (analysis.rescore re-scores)
+
     def examples(self, cfg: BenchmarkConfig, rows: list[dict[str, Any]], data_dir: Path) -> list[Example]:
         del data_dir
         tasks = set(cfg.options.get("tasks") or [])

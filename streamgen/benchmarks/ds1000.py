@@ -27,6 +27,8 @@ _LEADING_MARKERS = re.compile(r"^\s*(?:BEGIN SOLUTION\s*)?(?:<code>\s*)?")
 class Ds1000Task:
     """The DS-1000-specific functions of :class:`CodeBenchmark`."""
 
+    scorer_version = "1"  # bump when a change here alters any verdict (analysis.rescore re-scores)
+
     def examples(self, cfg: BenchmarkConfig, rows: list[dict[str, Any]]) -> list[Example]:
         return [self.example(cfg, r) for r in rows]
 

@@ -21,6 +21,8 @@ from streamgen.scoring.extract import Extracted, extract_code, fence
 class HumanEvalTask:
     """The HumanEval-specific functions of :class:`CodeBenchmark`."""
 
+    scorer_version = "1"  # bump when a change here alters any verdict (analysis.rescore re-scores)
+
     def examples(self, cfg: BenchmarkConfig, rows: list[dict[str, Any]]) -> list[Example]:
         return [self.example(cfg, r) for r in rows]
 

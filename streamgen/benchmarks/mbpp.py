@@ -35,6 +35,8 @@ def entry_point(code: str, tests: list[str]) -> str:
 class MbppTask:
     """The MBPP-specific functions of :class:`CodeBenchmark`."""
 
+    scorer_version = "1"  # bump when a change here alters any verdict (analysis.rescore re-scores)
+
     def examples(self, cfg: BenchmarkConfig, rows: list[dict[str, Any]]) -> list[Example]:
         variant, split = cfg.options.get("variant", "full"), cfg.options.get("split", "all")
         if variant not in _TEXT_FIELD or split not in SPLITS:

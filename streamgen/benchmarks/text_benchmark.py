@@ -19,9 +19,15 @@ from streamgen.scoring.extract import extract_text
 from streamgen.scoring.metrics import best_token_f1
 from streamgen.segment import segment
 
+SCORER_VERSION = "1"
+"""The shared part of every text benchmark's scorer version: text extraction and normalised token F1.
+Bump it when a change there alters any score; a benchmark's own part is its task's."""
+
 
 class TextTask(Protocol):
     """The benchmark-specific functions of a text benchmark."""
+
+    scorer_version: str  # the task's part of the scorer version (its extraction, programs or references)
 
     def examples(self, cfg: BenchmarkConfig, rows: list[dict[str, Any]], data_dir: Path) -> list[Example]:
         """Rendered examples from raw rows (``data_dir`` for side files such as answer sets)."""
@@ -53,6 +59,10 @@ class TextBenchmark:
 
     def reference_answer(self, example: Example) -> str:
         return example.reference
+
+    @property
+    def scorer_version(self) -> str:
+        return f"{self.cfg.module}:{self.task.scorer_version}+f1:{SCORER_VERSION}"
 
     def score(self, example: Example, answer: str) -> Score:
         # a reference that is only a fenced block (some MT-Bench JSON answers) is read like such an answer

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from streamgen.chat import Message
+from streamgen.chat import Message, render_plain
 from streamgen.config import ConfigError, ModelConfig
 from streamgen.decoding.acceptance import (
     AcceptanceRule,
@@ -131,15 +131,18 @@ class AutoregressiveDecoder:
     # -- request rendering ---------------------------------------------------------------------
 
     def render(self, messages: Sequence[Message]) -> list[int]:
-        """Token ids of the chat-templated request, ending with the assistant header."""
+        """Token ids of the chat-templated request, ending with the assistant header (without a chat
+        template: BOS + :func:`streamgen.chat.render_plain`)."""
         if self.system_prompt and not any(m["role"] == "system" for m in messages):
             messages = [{"role": "system", "content": self.system_prompt}, *messages]
         if getattr(self.tokenizer, "chat_template", None):
             text = self.tokenizer.apply_chat_template(
                 list(messages), tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs)
-        else:  # base models have no template: plain concatenation of the turns
-            text = "\n\n".join(m["content"] for m in messages) + "\n\n"
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        # base models have no template: a plain transcript after the BOS token (streamgen.chat.render_plain)
+        bos = getattr(self.tokenizer, "bos_token_id", None)
+        return [*([bos] if bos is not None else []),
+                *self.tokenizer(render_plain(messages), add_special_tokens=False)["input_ids"]]
 
     def count_request_tokens(self, messages: Sequence[Message]) -> int:
         return len(self.render(messages))
