@@ -150,6 +150,7 @@ class GridSummary:
     wall_s: float = 0.0
     timings: Timings = field(default_factory=Timings)
     devices: dict[str, str] = field(default_factory=dict)  # actor id → device
+    numerics: dict[str, str] = field(default_factory=dict)  # actor id → its NumericsRecord JSON
     forwards_executed: int = 0  # model calls the actors executed (shared base runs / first steps once)
 
     @property
@@ -195,6 +196,8 @@ class GridRun:
             t.forward_s += d.forward_wall_s
             t.decode_cpu_s += d.cpu_s
             self.summary.devices[d.actor_id] = d.device
+            if d.numerics is not None:
+                self.summary.numerics[d.actor_id] = d.numerics
             self.summary.forwards_executed += d.forwards_executed
 
     def finish(self, unit: WorkUnit, unit_rows: tuple[ShardRows, ...]) -> None:
@@ -241,7 +244,13 @@ class GridRun:
         return RunRecord(s.run_id, self.plan.grid.name, self.plan.resolved_yaml, code_version(),
                          socket.gethostname(), json.dumps(device_inventory(s.devices), sort_keys=True),
                          self.started_at, _now() if finished else None, s.shards_total,
-                         s.shards_skipped + s.shards_done, s.shards_skipped, SCHEMA_VERSION, s.forwards_executed)
+                         s.shards_skipped + s.shards_done, s.shards_skipped, SCHEMA_VERSION, s.forwards_executed,
+                         _numerics_json(s.numerics))
+
+
+def _numerics_json(by_actor: dict[str, str]) -> str | None:
+    """``runs.numerics``: actor id → that actor's numerics record (None before any shard was decoded)."""
+    return json.dumps({a: json.loads(n) for a, n in by_actor.items()}, sort_keys=True) if by_actor else None
 
 
 def device_inventory(actor_devices: dict[str, str]) -> dict[str, Any]:
