@@ -46,6 +46,8 @@ def setting(row: dict) -> str:
     acc = "greedy" if row.get("tau") is None else f"τ={row['tau']:g}"
     parts = [str(row["model"]), acc]
     parts += [str(row[k]) for k in ("variant", "verifier_mode") if row.get(k)]
+    if row.get("tie_guard") is not None:
+        parts.append(f"guard={row['tie_guard']:g}")
     if row.get("settings_tag"):  # one of several fingerprints of this cell name: what differs
         parts.append(f"[{row['settings_tag']}]")
     return " · ".join(parts)

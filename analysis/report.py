@@ -138,6 +138,26 @@ STABLE = [
     Column("share_steps_unchanged", "draft unchanged from previous step", "share"),
     Column("share_final_unchanged", "final answer = previous draft", "share"),
 ]
+DIVERGENCE = [
+    Column("setting", "Model · setting"),
+    Column("dtype", "dtype"),
+    Column("benchmark", "Benchmark"),
+    Column("n", "n", "num"),
+    Column("equality_rate", "stream = base", "share"),
+    Column("diverged", "diverged", "num"),
+    Column("margin_p50", "margin p50 (sp)", "num"),
+    Column("near_tie_le1", "≤ 1 sp", "share"),
+    Column("near_tie_le4", "≤ 4 sp", "share"),
+    Column("draft_branch_share", "draft branch", "share"),
+    Column("draft_after_mean", "draft tokens after", "num"),
+    Column("dq_mean", "Δq diverged", "x"),
+    Column("dq_lo", "95 % lo", "x"),
+    Column("dq_hi", "95 % hi", "x"),
+    Column("dq_all", "Δq all", "x"),
+    Column("accepted_mean", "accepted", "num"),
+    Column("residual_fwd_mean", "residual fwd", "num"),
+]
+
 BY_MODEL = [
     Column("setting", "Model · setting"),
     Column("n", "n", "num"),
@@ -327,6 +347,13 @@ def _sections(tables: dict[str, pa.Table], compare: pa.Table | None, compare_dir
     ]
     if tables["rescored"].num_rows or _scorer_split(tables["cells"]):
         out.insert(1, rescored_section(tables))
+    if tables["divergence"].num_rows:
+        out.append(
+            "## Greedy stream vs base: where they part (numerics)\n\nIncluded greedy pairs. Margins are "
+            "the base run's top-1 − top-2 logit at the first differing token, in spacings of the dtype at "
+            "that logit (sp); draft branch = the stream's token there was an accepted draft token; Δq = "
+            "stream − base quality (diverged pairs, 95 % bootstrap interval; all pairs). docs/numerics.md.\n\n"
+            + markdown(tables["divergence"], DIVERGENCE, blank_repeats="setting"))
     if tables["adaptation"].num_rows:
         out.append(
             "## Adaptation before → after (Table 3)\n\n"

@@ -40,6 +40,7 @@ TABLES: tuple[str, ...] = (
     "draft_stability",
     "model_speedups",
     "rescored",
+    "divergence",
 )
 """Every table the report writes, in execution order (a file may read the tables before it)."""
 
@@ -208,6 +209,19 @@ _DEPENDS = {
 
 def _is_dependency(name: str, wanted: set[str]) -> bool:
     return any(name in _DEPENDS.get(w, set()) for w in wanted)
+
+
+def table_over_pairs(pairs: pa.Table, name: str, *, threads: int | None = None) -> pa.Table:
+    """``<name>.sql`` over in-memory pairs rows (a bench's own runs, ``bench/gpu_check.py``), with no
+    deduplication and no settings tags: the same statistic as the report's, on rows never written."""
+    con = _duckdb(threads)
+    try:
+        if "settings_tag" not in pairs.schema.names:
+            pairs = pairs.append_column("settings_tag", pa.nulls(pairs.num_rows, pa.string()))
+        con.register("pairs", pairs)
+        return con.sql(sql_text(name)).to_arrow_table()
+    finally:
+        con.close()
 
 
 def compare_tables(dir_a: str | Path, dir_b: str | Path, *, threads: int | None = None) -> pa.Table:

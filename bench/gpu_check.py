@@ -1,15 +1,19 @@
 """The prepared check for a lent GPU (one CUDA device, < 5 minutes): prints figures, changes nothing.
 
     python bench/gpu_check.py                          # on a CUDA machine: everything below
-    python bench/gpu_check.py device=cpu models=[scripted-ar-prefix] requests=2 verify_model=tiny-llama  # dry run
+    python bench/gpu_check.py device=cpu models=[smollm2] requests=6 max_new_tokens=96   # the same code on CPU
+    python bench/gpu_check.py device=cpu models=[scripted-ar-neartie] requests=4 verify_model=  # dry run, no part 3
 
-1. For SmolLM2 and the tiny models (every family), in float32 and bfloat16: base and greedy stream runs
-   of a few multi-sentence requests; the share of requests whose greedy stream answer equals the base
-   answer, and among the others how many first differ at a near-tie (top-2 logit margin of the base
-   run's distribution at that position below ``tie_margin``): numerical flips, not a procedure bug.
+1. For SmolLM2 and the tiny models (every family), in float32 and bfloat16, greedy (and greedy with each
+   of ``tie_guards``, dtype spacings): base and stream runs of a few multi-sentence requests, and the
+   divergence table of the report (``analysis/sql/divergence.sql`` over the pair rows ``jobs.rows``
+   builds, unscored): stream == base rate, the base run's top-2 margin at the first difference in
+   spacings of the dtype at that logit, the share of differences at a near tie (``near_tie_spacings``
+   or less) and the share that followed the draft branch. Diffusion families report no margins (–).
 2. Per model and dtype: median speedup in forwards and in wall clock, and their ratio.
-3. SmolLM2 (``verify_model``): one verify forward over a 64-token draft vs 64 single-token forwards on the same cached
-   request (the paper's premise that verifying costs far less than decoding).
+3. ``verify_model`` (an autoregressive model; ``verify_model=`` skips it): one verify forward over a
+   64-token draft vs 64 single-token forwards on the same cached request (the paper's premise that
+   verifying costs far less than decoding).
 
 Without CUDA (and ``device=cuda``) it exits with status 2 and says so, before loading anything.
 """
@@ -27,10 +31,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 import torch  # noqa: E402
 from bench_verify import time_verify_vs_decode  # noqa: E402  (bench/ is on the path: run as a script)
 
-from streamgen.config import load, model_config  # noqa: E402
+from analysis.tables import table_over_pairs  # noqa: E402
+from jobs.rows import RowContext, outcome_rows  # noqa: E402
+from streamgen.cells import Cell  # noqa: E402
+from streamgen.config import BenchmarkConfig, ModelConfig, load, model_config  # noqa: E402
 from streamgen.decoding.acceptance import Greedy  # noqa: E402
 from streamgen.decoding.autoregressive import AutoregressiveDecoder  # noqa: E402
 from streamgen.models import load_decoder  # noqa: E402
+from streamgen.numerics import numerics_record  # noqa: E402
+from streamgen.records import PairRecord, to_table  # noqa: E402
 from streamgen.segment import segment  # noqa: E402
 from streamgen.stream import StreamRequest, run_pair  # noqa: E402
 
@@ -45,6 +54,7 @@ REQUESTS = (
     "Write a function fib(n) that returns the n-th Fibonacci number. Use iteration. Add a docstring.",
     "What is the difference between a list and a tuple in Python? Give one example of each.",
 )
+BENCHMARK = BenchmarkConfig(name="gpu_check", version="1")  # the requests above: no reference, no score
 
 
 @dataclass(frozen=True)
@@ -56,61 +66,66 @@ class CheckConfig:
     dtypes: list[str] = field(default_factory=lambda: ["float32", "bfloat16"])
     requests: int = 6
     max_new_tokens: int = 64
-    tie_margin: float = 0.05  # logits; bf16 resolves about 2-3 significant digits
-    verify_model: str = "smollm2"  # an autoregressive model; empty: skip part 3
+    tie_guards: list[float] = field(default_factory=list)  # greedy with tie_guard=g too (autoregressive only)
+    near_tie_spacings: float = 1.0  # a first difference at a base margin of at most this many spacings
+    verify_model: str | None = "smollm2"  # an autoregressive model; empty (verify_model=): skip part 3
     verify_draft_tokens: int = 64
     verify_rounds: int = 5
 
 
 @dataclass
-class ModelFigures:
-    same: int = 0
-    near_tie_flips: int = 0
-    other_flips: int = 0
+class ModelRun:
+    rows: list[PairRecord] = field(default_factory=list)
     speedup_forwards: list[float] = field(default_factory=list)
     speedup_wall: list[float] = field(default_factory=list)
 
 
-def first_difference(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+def _requests(cfg: CheckConfig) -> list[StreamRequest]:
+    return [StreamRequest(f"r{i}", (), tuple(segment(t))) for i, t in enumerate(REQUESTS[: cfg.requests])]
 
 
-@torch.inference_mode()
-def top2_margin(decoder: object, messages: list[dict[str, str]], prefix: list[int]) -> float | None:
-    """Logit margin between the two best tokens after request + ``prefix`` (causal models only)."""
-    text = getattr(decoder, "text", decoder)
-    if getattr(decoder, "family", "") != "autoregressive":
-        return None  # diffusion answers are not decoded left to right: no single next-token margin
-    ids = torch.tensor([text.render(messages) + prefix], device=text.device)
-    top = text.model(input_ids=ids).logits[0, -1].float().topk(2).values
-    return float(top[0] - top[1])
+def check_model(name: str, dtype: str, cfg: CheckConfig) -> ModelRun:
+    """Every request's pair under greedy and each tie guard, as pair rows (unscored)."""
+    mcfg: ModelConfig = model_config(name, [f"dtype={dtype}"])
+    decoder = load_decoder(mcfg, device=cfg.device, max_new_tokens=cfg.max_new_tokens)
+    guards = [None, *cfg.tie_guards] if mcfg.family == "autoregressive" else [None]
+    model = getattr(decoder, "model", None)
+    numerics = numerics_record(model, cfg.device).to_json() if isinstance(model, torch.nn.Module) else None
+    run = ModelRun()
+    for guard in guards:
+        ctx = RowContext(Cell(mcfg, BENCHMARK, "greedy", None, None, cfg.max_new_tokens, tie_guard=guard),
+                         "gpu_check", "-", "-", cfg.device, numerics=numerics)
+        for i, request in enumerate(_requests(cfg)):
+            outcome = run_pair(decoder, request, Greedy(tie_guard=guard), base_first=i % 2 == 0)
+            run.rows.append(outcome_rows(outcome, ctx).pair)
+            if guard is None:
+                run.speedup_forwards.append(outcome.speedup_forwards)
+                run.speedup_wall.append(outcome.speedup_wall)
+    return run
 
 
-def check_model(name: str, dtype: str, cfg: CheckConfig) -> ModelFigures:
-    decoder = load_decoder(model_config(name, [f"dtype={dtype}"]), device=cfg.device,
-                           max_new_tokens=cfg.max_new_tokens)
-    figures = ModelFigures()
-    for i, text in enumerate(REQUESTS[: cfg.requests]):
-        request = StreamRequest(f"r{i}", (), tuple(segment(text)))
-        outcome = run_pair(decoder, request, Greedy(), base_first=i % 2 == 0)
-        figures.speedup_forwards.append(outcome.speedup_forwards)
-        figures.speedup_wall.append(outcome.speedup_wall)
-        base, stream = outcome.base.token_ids, outcome.stream.token_ids
-        if base == stream:
-            figures.same += 1
-            continue
-        j = first_difference(base, stream)
-        margin = top2_margin(decoder, request.messages(), list(base[:j]))
-        if margin is not None and margin < cfg.tie_margin:
-            figures.near_tie_flips += 1
-        else:
-            figures.other_flips += 1
-    return figures
+def _num(value: object, spec: str = ".1f") -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def divergence_lines(rows: list[PairRecord], near_tie: float) -> list[str]:
+    """The divergence table's figures per (model, dtype, tie guard), one line each."""
+    out = []
+    for r in table_over_pairs(to_table(rows, PairRecord), "divergence").to_pylist():
+        diverged = [p for p in rows if p.model == r["model"] and p.tie_guard == r["tie_guard"]
+                    and p.first_diff_token is not None]
+        ties = sum(p.base_margin_at_diff is not None and p.base_margin_at_diff <= near_tie for p in diverged)
+        guard = "greedy" if r["tie_guard"] is None else f"guard={r['tie_guard']:g}"
+        out.append(f"{r['model']:<26} {r['dtype']:<9} {guard:<10} {r['equal']:>5}/{r['n']:<6} "
+                   f"{ties:>8} {len(diverged) - ties:>5} {_num(r['margin_p50']):>9} "
+                   f"{_num(r['draft_branch_share'], '.0%'):>7} {_num(r['accepted_mean']):>8}")
+    return out
 
 
 @torch.inference_mode()
 def verify_vs_decode(cfg: CheckConfig, dtype: str) -> tuple[float, float]:
     """Median wall of one verify forward over the draft vs the draft's tokens one by one (same cached request)."""
+    assert cfg.verify_model
     decoder = load_decoder(model_config(cfg.verify_model, [f"dtype={dtype}"]), device=cfg.device,
                            max_new_tokens=cfg.verify_draft_tokens)
     assert isinstance(decoder, AutoregressiveDecoder)
@@ -129,17 +144,22 @@ def main(argv: list[str]) -> int:
               "or pass device=cpu for a dry run of the code paths", file=sys.stderr)
         return 2
     where = torch.cuda.get_device_name(0) if cfg.device.startswith("cuda") else "cpu"
-    print(f"gpu_check on {where}, torch {torch.__version__}, {cfg.requests} requests, budget {cfg.max_new_tokens}")
-    print(f"{'model':<26} {'dtype':<9} {'stream==base':>12} {'near-tie':>8} {'other':>5} "
-          f"{'med fwd x':>9} {'med wall x':>10} {'wall/fwd':>8} {'s':>6}")
+    print(f"gpu_check on {where}, torch {torch.__version__}, {cfg.requests} requests, budget {cfg.max_new_tokens}; "
+          f"margins in dtype spacings at the top-1 logit, near tie <= {cfg.near_tie_spacings:g}")
+    print(f"{'model':<26} {'dtype':<9} {'rule':<10} {'stream==base':>12} {'near-tie':>8} {'other':>5} "
+          f"{'margin p50':>9} {'draft br':>7} {'accepted':>8}")
+    speed = []
     for name in cfg.models:
         for dtype in cfg.dtypes:
             start = time.perf_counter()
-            f = check_model(name, dtype, cfg)
-            fwd, wall = statistics.median(f.speedup_forwards), statistics.median(f.speedup_wall)
-            print(f"{name:<26} {dtype:<9} {f.same:>5}/{len(f.speedup_forwards):<6} {f.near_tie_flips:>8} "
-                  f"{f.other_flips:>5} {fwd:>9.2f} {wall:>10.2f} {wall / fwd:>8.2f} "
-                  f"{time.perf_counter() - start:>6.1f}")
+            run = check_model(name, dtype, cfg)
+            for line in divergence_lines(run.rows, cfg.near_tie_spacings):
+                print(line)
+            fwd, wall = statistics.median(run.speedup_forwards), statistics.median(run.speedup_wall)
+            speed.append(f"{name:<26} {dtype:<9} {fwd:>9.2f} {wall:>10.2f} {wall / fwd:>8.2f} "
+                         f"{time.perf_counter() - start:>6.1f}")
+    print(f"\n{'model':<26} {'dtype':<9} {'med fwd x':>9} {'med wall x':>10} {'wall/fwd':>8} {'s':>6}")
+    print("\n".join(speed))
     if cfg.verify_model:
         for dtype in cfg.dtypes:
             v, d = verify_vs_decode(cfg, dtype)

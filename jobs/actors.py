@@ -74,11 +74,12 @@ class ShardTask:
         return len(self.examples)
 
     def row_context(self, device: str = "unknown", actor_id: str | None = None,
-                    thresholds: tuple[float | None, float | None] = (None, None)) -> RowContext:
+                    thresholds: tuple[float | None, float | None] = (None, None),
+                    numerics: str | None = None) -> RowContext:
         from jobs.rows import RowContext
 
         return RowContext(self.cell, self.run_id, self.shard.shard_id, self.code_version, device, actor_id,
-                          thresholds)
+                          thresholds, numerics)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class DecodedShard:
     load_s: float  # the actor's model load, reported with its first shard only (0.0 afterwards)
     cpu_s: float = 0.0  # CPU time of the actor process during run_shard (contention-independent)
     thresholds: tuple[float | None, float | None] = (None, None)  # effective (slot, token): ReFusion only
+    numerics: str | None = None  # JSON: the actor's streamgen.numerics.NumericsRecord
 
     @property
     def forwards_executed(self) -> int:
@@ -189,6 +191,7 @@ class ModelActor:
             self._family, self._loaded = _load_weights(model, self.device)
         self.load_s = time.perf_counter() - start
         self._load_reported = False
+        self.numerics = _numerics_json(self._loaded.model, self.device_label)
         log.info("actor %s loaded %s on %s in %.1f s", self.actor_id, model.name, self.device, self.load_s)
 
     def info(self) -> ActorInfo:
@@ -219,7 +222,7 @@ class ModelActor:
             raise ValueError("a work unit's shards must differ only in acceptance/τ and have the same examples "
                              f"(jobs.shared_work.group_shards); got {[t.cell.label for t in tasks]}")
         decoder = self._decoder(cell.benchmark.name, cell.verifier_mode, cell.max_new_tokens)
-        rules = [make_rule(t.cell.acceptance, t.cell.tau) for t in tasks]
+        rules = [make_rule(t.cell.acceptance, t.cell.tau, t.cell.tie_guard) for t in tasks]
         if cell.live is not None:  # live streams run on the clock: never shared (one shard per unit)
             from streamgen.live import LiveSettings
 
@@ -345,8 +348,17 @@ def _decoded(tasks: Sequence[ShardTask], per_task: Sequence[Sequence[ExampleResu
         rest = busy_s - sum(r.wall_s for rs in per_task for r in rs) if i == 0 else 0.0
         out.append(DecodedShard(task.shard.shard_id, actor.actor_id, actor.device_label, tuple(results),
                                 own + rest, sum(r.forward_wall_s for r in results), load_s if i == 0 else 0.0,
-                                cpu_s if i == 0 else 0.0, thresholds))
+                                cpu_s if i == 0 else 0.0, thresholds, actor.numerics))
     return tuple(out)
+
+
+def _numerics_json(model: Any, device: str) -> str:
+    """The actor's numerics record as JSON (the KV cache class: the autoregressive decoders'; the
+    diffusion decoders build the same class)."""
+    from streamgen.decoding.autoregressive import new_cache
+    from streamgen.numerics import numerics_record
+
+    return numerics_record(model, device, type(new_cache()).__name__).to_json()
 
 
 def _transpose(rows: Sequence[Sequence[ExampleResult]]) -> list[list[ExampleResult]]:

@@ -182,6 +182,7 @@ class GridSummary:
     wall_s: float = 0.0
     timings: Timings = field(default_factory=Timings)
     devices: dict[str, str] = field(default_factory=dict)  # actor id → device
+    numerics: dict[str, str] = field(default_factory=dict)  # actor id → its NumericsRecord JSON
     forwards_executed: int = 0  # model calls the actors executed (shared base runs / first steps once)
 
     @property
@@ -229,6 +230,8 @@ class GridRun:
             t.forward_s += d.forward_wall_s
             t.decode_cpu_s += d.cpu_s
             self.summary.devices[d.actor_id] = d.device
+            if d.numerics is not None:
+                self.summary.numerics[d.actor_id] = d.numerics
             self.summary.forwards_executed += d.forwards_executed
 
     def finish(self, unit: WorkUnit, unit_rows: tuple[ShardRows, ...]) -> None:
@@ -279,7 +282,7 @@ class GridRun:
                          socket.gethostname(), json.dumps(self._inventory(), sort_keys=True),
                          self.started_at, None if status == "running" else _now(), s.shards_total,
                          s.shards_skipped + s.shards_done, s.shards_skipped, SCHEMA_VERSION, s.forwards_executed,
-                         status, stop_signal)
+                         status=status, stop_signal=stop_signal, numerics=_numerics_json(s.numerics))
 
 
     def _inventory(self) -> dict[str, Any]:
@@ -288,6 +291,11 @@ class GridRun:
         if self._nodes is None:
             self._nodes = ray_nodes()
         return {"nodes": self._nodes, "actors": self.summary.devices, "driver_cpus": os.cpu_count()}
+
+
+def _numerics_json(by_actor: dict[str, str]) -> str | None:
+    """``runs.numerics``: actor id → that actor's numerics record (None before any shard was decoded)."""
+    return json.dumps({a: json.loads(n) for a, n in by_actor.items()}, sort_keys=True) if by_actor else None
 
 
 def ray_nodes() -> list[dict[str, Any]]:

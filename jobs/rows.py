@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from streamgen.benchmarks import Score
 from streamgen.benchmarks.base import score_columns
 from streamgen.cells import Cell, settings_json
+from streamgen.divergence import divergence
 from streamgen.exclusions import empty_answer_reason
 from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord
 from streamgen.stream import PairOutcome
@@ -56,6 +57,7 @@ class RowContext:
     device: str = "unknown"
     actor_id: str | None = None
     thresholds: tuple[float | None, float | None] = (None, None)  # ReFusion's effective (slot, token)
+    numerics: str | None = None  # JSON: the actor's NumericsRecord (streamgen.numerics)
 
     def columns(self) -> dict[str, Any]:
         """The identity columns, by record column name (each record takes those it has)."""
@@ -74,6 +76,7 @@ class RowContext:
             "cell_fingerprint": cell.fingerprint, "cell_settings": settings_json(cell.settings()),
             "live_policy": live.live_policy if live is not None else None,
             "live_chars_per_s": live.chars_per_s[0] if live is not None else None,
+            "tie_guard": cell.tie_guard, "numerics": self.numerics,
         }
 
 
@@ -103,6 +106,7 @@ def outcome_rows(outcome: PairOutcome, ctx: RowContext, base_score: Score | None
     if outcome.request is None:
         raise ValueError("outcome_rows needs PairOutcome.request (run_pair fills it)")
     req, base, final = outcome.request, outcome.base, outcome.final
+    diff = divergence(base, final.answer, final.accepted_tokens)
     pair = _record(PairRecord, ctx.columns(), {
         "example_id": req.example_id, "n_segments": len(req.segments),
         "excluded_reason": empty_answer_reason(base.text, final.answer.text), "error_type": None,
@@ -117,6 +121,9 @@ def outcome_rows(outcome: PairOutcome, ctx: RowContext, base_score: Score | None
         "stream_answer_tokens": len(final.answer.token_ids), "base_answer": base.text,
         "stream_answer": final.answer.text, "run_order": outcome.run_order,
         **score_columns(base_score, stream_score, scorer_version),
+        "first_diff_token": diff.position, "base_margin_at_diff": diff.base_margin,
+        "stream_margin_at_diff": diff.stream_margin, "diff_from_draft": diff.from_draft,
+        "draft_tokens_after_diff": diff.draft_tokens_after,
     })
     return Rows(pair, step_rows(outcome, ctx))
 
@@ -192,7 +199,7 @@ def score_shard(task: ShardTask, decoded: DecodedShard) -> ShardRows:
     benchmark = load_benchmark(task.cell.benchmark)
     scores = benchmark.score_many(flat, answers, workers=1) if scorable else []
     score_of = {r.example_id: (scores[2 * i], scores[2 * i + 1]) for i, r in enumerate(scorable)}
-    ctx = task.row_context(decoded.device, decoded.actor_id, decoded.thresholds)
+    ctx = task.row_context(decoded.device, decoded.actor_id, decoded.thresholds, decoded.numerics)
     results = {r.example_id: r for r in decoded.results}
     pairs: list[PairRecord] = []
     steps: list[StepRecord] = []

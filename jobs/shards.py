@@ -14,7 +14,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from streamgen.cells import HASH_CHARS, Cell, stable_hash
+from streamgen.cells import HASH_CHARS, Cell, numerics_settings, stable_hash
 from streamgen.config import VERIFIER_MODE_FAMILIES, BenchmarkConfig, GridConfig, ModelConfig
 
 __all__ = ["HASH_CHARS", "Cell", "Shard", "balanced_order", "expand_cells", "expand_shards", "stable_hash"]
@@ -45,12 +45,14 @@ class Shard:
 def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
                  benchmarks: Mapping[str, BenchmarkConfig]) -> list[Cell]:
     """All cells of the grid, in a stable order (model, benchmark, acceptance, τ, verifier mode)."""
-    rules: list[tuple[str, float | None]] = []
+    rules: list[tuple[str, float | None, float | None]] = []  # (acceptance, τ, tie guard)
     for acceptance in grid.acceptance:
         if acceptance == "threshold":
-            rules.extend(("threshold", float(t)) for t in grid.taus)
+            rules.extend(("threshold", float(t), None) for t in grid.taus)
         else:
-            rules.append((acceptance, None))
+            rules.append((acceptance, None, None))
+            if acceptance == "greedy":
+                rules.extend(("greedy", None, float(g)) for g in grid.tie_guards)
     cells: list[Cell] = []
     segmentation = grid.granularity if grid.granularity != "chars" else f"chars:{grid.segment_chars}"
     live = grid.typing if grid.typing.live_policy is not None else None
@@ -60,9 +62,9 @@ def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
         for b in grid.benchmarks:
             bench = benchmarks[b]
             max_new = grid.max_new_tokens if grid.max_new_tokens is not None else bench.max_new_tokens
-            for acceptance, tau in rules:
-                cells.extend(Cell(model, bench, acceptance, tau, mode, int(max_new), grid.limit, segmentation, live)
-                             for mode in modes)
+            for acceptance, tau, guard in rules:
+                cells.extend(Cell(model, bench, acceptance, tau, mode, int(max_new), grid.limit, segmentation, live,
+                                  guard, numerics_settings(guard)) for mode in modes)
     return cells
 
 

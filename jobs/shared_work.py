@@ -19,11 +19,11 @@ from streamgen.cells import stable_hash
 
 def sharing_key(shard: Shard) -> str:
     """What must match for two shards to share their base runs and first steps: the cell without its
-    acceptance rule, and the example ids. Live shards never share (the key is their own id)."""
+    acceptance rule (τ, tie guard), and the example ids. Live shards never share (the key is their own id)."""
     cell = shard.cell
     if cell.live is not None:
         return shard.shard_id
-    identity = {k: v for k, v in cell.identity().items() if k not in ("acceptance", "tau")}
+    identity = {k: v for k, v in cell.identity().items() if k not in ("acceptance", "tau", "tie_guard")}
     return stable_hash({"cell": identity, "example_ids": list(shard.example_ids), "seed": shard.seed})
 
 

@@ -64,11 +64,13 @@ def config_settings(prefix: str, cfg: Any) -> dict[str, Any]:
 
 def cell_settings(model: ModelConfig, benchmark: BenchmarkConfig, *, acceptance: str, tau: float | None,
                   verifier_mode: str | None, max_new_tokens: int, limit: int | None,
-                  timing: dict[str, Any] | None = None) -> dict[str, Any]:
+                  timing: dict[str, Any] | None = None,
+                  numerics: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every result-defining setting of a cell as a flat ``{key: scalar}`` dict (keys sorted).
 
     ``timing``: the cell's non-default segmentation and live-typing settings (``jobs.shards.Cell.timing``);
-    absent keys keep the fingerprints of cells run with the defaults unchanged."""
+    absent keys keep the fingerprints of cells run with the defaults unchanged. ``numerics``: the
+    numerics block (:func:`numerics_settings`), as ``numerics.*`` keys."""
     out: dict[str, Any] = {
         "model": model.name, "benchmark": benchmark.name, "acceptance": acceptance, "tau": tau,
         "verifier_mode": verifier_mode, "max_new_tokens": int(max_new_tokens), "limit": limit,
@@ -81,7 +83,33 @@ def cell_settings(model: ModelConfig, benchmark: BenchmarkConfig, *, acceptance:
         out.setdefault(f"model.decoding.{key}", default)
     for key, value in (timing or {}).items():
         _flat(f"timing.{key}", value, out)
+    for key, value in (numerics or {}).items():
+        _flat(f"numerics.{key}", value, out)
     return dict(sorted(out.items()))
+
+
+# --------------------------------------------------------------------------------------------
+# Numerics block of the fingerprint (issue 27): tie_guard and the library versions
+# --------------------------------------------------------------------------------------------
+
+
+def numerics_settings(tie_guard: float | None) -> dict[str, Any]:
+    """The fingerprint's numerics block: greedy's ``tie_guard`` when set, and the torch and
+    transformers versions (kernels and model code change bfloat16 argmaxes at near ties,
+    docs/numerics.md). Read from package metadata, so the driver need not import torch. The dtype is
+    already there as ``model.dtype``; device, threads, attention kernel and the backends' flags are
+    chosen in the model actor after planning and recorded in ``runs.numerics`` / ``pairs.numerics``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, Any] = {}
+    for package in ("torch", "transformers"):
+        try:
+            out[package] = version(package)
+        except PackageNotFoundError:
+            out[package] = None
+    if tie_guard is not None:
+        out["tie_guard"] = float(tie_guard)
+    return out
 
 
 def cell_fingerprint(settings: dict[str, Any]) -> str:
@@ -94,12 +122,14 @@ def settings_json(settings: dict[str, Any]) -> str:
     return json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def cell_label(model: str, benchmark: str, acceptance: str, tau: float | None, verifier_mode: str | None) -> str:
-    """The one spelling of a cell's name: ``model / benchmark / threshold τ=0.9 [visible]`` (the nightly
-    baseline's keys are these labels)."""
+def cell_label(model: str, benchmark: str, acceptance: str, tau: float | None, verifier_mode: str | None,
+               tie_guard: float | None = None) -> str:
+    """The one spelling of a cell's name: ``model / benchmark / threshold τ=0.9 [visible]`` or
+    ``… / greedy guard=4`` (the nightly baseline's keys are these labels)."""
     rule = acceptance if tau is None else f"{acceptance} τ={tau:g}"
+    guard = f" guard={tie_guard:g}" if tie_guard is not None else ""
     mode = f" [{verifier_mode}]" if verifier_mode else ""
-    return f"{model} / {benchmark} / {rule}{mode}"
+    return f"{model} / {benchmark} / {rule}{guard}{mode}"
 
 
 @dataclass(frozen=True)
@@ -116,6 +146,8 @@ class Cell:
     limit: int | None = None  # the grid's example limit: in the fingerprint, not in the shard ids
     segmentation: str = "sentence"  # granularity (and chunk size): sentence | word | chars:N
     live: TypingConfig | None = None  # set when the stream runs live (typing.live_policy)
+    tie_guard: float | None = None  # greedy only: dtype spacings (streamgen.decoding.acceptance.Greedy)
+    numerics: dict[str, Any] | None = None  # the fingerprint's numerics block (numerics_settings); None: none
 
     def timing(self) -> dict[str, Any]:
         """The cell's timing settings, only those not at their default (so default cells keep their ids)."""
@@ -128,7 +160,7 @@ class Cell:
         """Every result-defining setting of the cell (``streamgen.cells.cell_settings``)."""
         return cell_settings(self.model, self.benchmark, acceptance=self.acceptance, tau=self.tau,
                              verifier_mode=self.verifier_mode, max_new_tokens=self.max_new_tokens,
-                             limit=self.limit, timing=self.timing())
+                             limit=self.limit, timing=self.timing(), numerics=self.numerics)
 
     @property
     def fingerprint(self) -> str:
@@ -136,7 +168,8 @@ class Cell:
 
     def identity(self) -> dict[str, Any]:
         """Everything about the cell that changes its rows (timing keys only when not the default)."""
-        return {**self.timing(),
+        guard = {"tie_guard": self.tie_guard} if self.tie_guard is not None else {}  # absent: ids unchanged
+        return {**self.timing(), **guard,
             "model": dataclasses.asdict(self.model),
             "benchmark": dataclasses.asdict(self.benchmark),
             "acceptance": self.acceptance,
@@ -152,4 +185,5 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return cell_label(self.model.name, self.benchmark.name, self.acceptance, self.tau, self.verifier_mode)
+        return cell_label(self.model.name, self.benchmark.name, self.acceptance, self.tau, self.verifier_mode,
+                          self.tie_guard)

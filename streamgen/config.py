@@ -174,6 +174,9 @@ class GridConfig:
     benchmarks: list[str] = field(default_factory=list)
     acceptance: list[str] = field(default_factory=lambda: ["greedy"])
     taus: list[float] = field(default_factory=list)  # one threshold cell per τ when 'threshold' is listed
+    # One more greedy cell per value: greedy with tie_guard=g (dtype spacings; autoregressive models
+    # only): a draft token is kept only where the verifier's top-1 beats its top-2 by more than g.
+    tie_guards: list[float] = field(default_factory=list)
     verifier_modes: list[str] = field(default_factory=lambda: ["visible"])  # bidirectional ablation
     limit: int | None = 3  # examples per benchmark (None: all)
     # Per benchmark, the example ids to run instead of its first `limit` (in the data's order); benchmarks
@@ -425,6 +428,7 @@ def validate_grid(grid: GridConfig) -> list[str]:
         p.append("acceptance lists threshold but taus=[] is empty: e.g. taus=[0.9]")
     for t in grid.taus:
         p.extend(check_tau(t, "taus"))
+    p.extend(validate_tie_guards(grid))
     if grid.limit is not None and grid.limit < 1:
         p.append(f"limit={grid.limit} must be ≥ 1 (or null for all examples)")
     if grid.shard_size < 1:
@@ -442,6 +446,24 @@ def validate_grid(grid: GridConfig) -> list[str]:
         p.append(f"cluster={grid.cluster!r} unknown: known are {', '.join(available('cluster'))}")
     p.extend(config_checks.value_problems(grid))
     p.extend(config_checks.list_problems(grid))
+    return p
+
+
+def validate_tie_guards(grid: GridConfig) -> list[str]:
+    """tie_guards need greedy acceptance, finite values ≥ 0 and autoregressive models (docs/numerics.md)."""
+    if not grid.tie_guards:
+        return []
+    p = [f"tie_guards has {g!r}: a guard is a finite number of dtype spacings ≥ 0, e.g. tie_guards=[1,4]"
+         for g in grid.tie_guards if not (isinstance(g, (int, float)) and math.isfinite(g) and g >= 0)]
+    if "greedy" not in grid.acceptance:
+        p.append("tie_guards is set but acceptance does not list greedy: add greedy, or drop tie_guards")
+    for m in grid.models:
+        try:
+            family = model_config(m).family
+        except ConfigError:
+            continue  # reported with the model
+        if family != "autoregressive":
+            p.append(f"tie_guards needs top-2 margins, which only autoregressive models report: {m} is {family}")
     return p
 
 

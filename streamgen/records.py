@@ -84,6 +84,15 @@ class PairRecord:
     live_policy: str | None = None  # live cells: the drafting policy on the real clock (docs/timing.md)
     live_chars_per_s: float | None = None  # live cells: the typing rate
     scorer_version: str | None = None  # the benchmark scorer's version that gave the qualities; null unscored
+    # Numerics and divergence (issue 27, docs/numerics.md). Margins are top-1 minus top-2 logit in units
+    # of the logits dtype's spacing at the top-1 logit; null for families that report none.
+    tie_guard: float | None = None  # greedy's tie guard in dtype spacings; null: none
+    numerics: str | None = None  # JSON: the actor's streamgen.numerics.NumericsRecord
+    first_diff_token: int | None = None  # first answer position where stream and base tokens differ; null: equal
+    base_margin_at_diff: float | None = None  # the base run's margin there (its decode / prefill row)
+    stream_margin_at_diff: float | None = None  # the final step's margin there (verify row or regeneration)
+    diff_from_draft: bool | None = None  # the stream's token there was an accepted draft token
+    draft_tokens_after_diff: int | None = None  # final stream tokens after that position taken from the draft
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,7 @@ class RunRecord:
     forwards_executed: int | None = None  # model calls the actors actually executed (shared runs once)
     status: str | None = None  # running / finished / interrupted / aborted / failed (None: before status existed)
     stop_signal: str | None = None  # SIGTERM / SIGINT when status is interrupted
+    numerics: str | None = None  # JSON: actor id → its streamgen.numerics.NumericsRecord (docs/numerics.md)
 
 
 @dataclass(frozen=True)

@@ -106,9 +106,13 @@ class _NoDraft:
 
     name: Literal["greedy", "threshold"] = "greedy"
     tau: float | None = None
+    tie_guard: float | None = None
 
-    def passes(self, draft_token: int, argmax_token: int, prob: float) -> bool:
+    def passes(self, draft_token: int, argmax_token: int, prob: float, margin: float | None = None) -> bool:
         raise AssertionError("the first stream step has no draft; no acceptance rule applies")
+
+    def guarded(self, margin: float | None) -> bool:
+        raise AssertionError("the first stream step has no draft; no tie guard applies")
 
 
 def run_shared(decoder: Decoder, request: StreamRequest, rules: Sequence[AcceptanceRule],

@@ -263,6 +263,10 @@ def _scripted(cfg: ModelConfig, device: str) -> LoadedModel:
     mask = dict(cfg.decoding).get("mask_token_id") or len(tok) - 1
     if cfg.family == "diffusion_gemma":  # no mask token in the model: the id only gets probability 0
         model: Any = scripted_diffusion_gemma(cfg.path, mask_token_id=len(tok) - 1)
+    elif cfg.path == "neartie":  # streamgen.scripted_tie: a designed verify-vs-decode flip
+        from streamgen.scripted_tie import near_tie_model
+
+        model = near_tie_model(int(mask))
     else:
         model = scripted_model(cfg.path, bidirectional=cfg.family == "bidirectional", mask_token_id=int(mask))
     return LoadedModel(model.to(device=device, dtype=torch_dtype(cfg.dtype)), tok)

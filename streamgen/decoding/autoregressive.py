@@ -31,6 +31,7 @@ from streamgen.decoding.acceptance import (
 from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.meter import ForwardMeter, device_synchronizer
+from streamgen.numerics import margins_in_spacings
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,8 @@ class AutoregressiveDecoder:
         self.eos_token_ids = frozenset(eos_token_ids if eos_token_ids is not None else _eos_ids(model, tokenizer))
         self.meter = meter or ForwardMeter(sync=device_synchronizer(device))
         self.system_prompt = system_prompt  # prepended when the messages carry no system turn
+        # the dtype the forward computes logits in (margins are in its spacing; docs/numerics.md)
+        self.logits_dtype = next(iter(model.parameters()), torch.zeros(())).dtype
 
     # -- request rendering ---------------------------------------------------------------------
 
@@ -171,12 +174,14 @@ class AutoregressiveDecoder:
         state.ids.extend(int(t) for t in feed)
         return out.logits[0].float()
 
-    def continue_greedy(self, state: KVState, answer: list[int]) -> list[int]:
-        """Decode one token per forward after ``answer`` (whose last token is not yet cached)."""
+    def continue_greedy(self, state: KVState, answer: list[int], margins: list[float]) -> list[int]:
+        """Decode one token per forward after ``answer`` (whose last token is not yet cached); each
+        token's top-2 margin (dtype spacings) is appended to ``margins``."""
         eos, limit = self.eos_token_ids, self.max_new_tokens
         while answer[-1] not in eos and len(answer) < limit:
             logits = self.forward(state, answer[-1:], 1, "decode")
             answer.append(int(logits[-1].argmax()))
+            margins.extend(margins_in_spacings(logits[-1:], self.logits_dtype))
         return answer
 
     def truncate_draft(self, draft: Sequence[int]) -> list[int]:
@@ -186,10 +191,10 @@ class AutoregressiveDecoder:
     def is_finished(self, answer: Sequence[int]) -> bool:
         return bool(answer) and answer[-1] in self.eos_token_ids
 
-    def _generation(self, answer: list[int], span: Any) -> Generation:
+    def _generation(self, answer: list[int], span: Any, margins: Sequence[float]) -> Generation:
         finished = self.is_finished(answer)
         text = self.decode_text(answer[:-1] if finished else answer)  # EOS is never part of the text
-        return Generation(tuple(answer), text, finished, span.wall_s, span.meter)
+        return Generation(tuple(answer), text, finished, span.wall_s, span.meter, tuple(margins[: len(answer)]))
 
     # -- Decoder protocol ----------------------------------------------------------------------
 
@@ -201,8 +206,9 @@ class AutoregressiveDecoder:
             self.check_fits(len(request))
             state = KVState()
             logits = self.forward(state, request, 1, "prefill")
-            answer = self.continue_greedy(state, [int(logits[-1].argmax())])
-        return self._generation(answer, span)
+            margins = margins_in_spacings(logits[-1:], self.logits_dtype)
+            answer = self.continue_greedy(state, [int(logits[-1].argmax())], margins)
+        return self._generation(answer, span, margins)
 
     def open_stream(self) -> AutoregressiveSession:
         return AutoregressiveSession(self)
@@ -213,16 +219,19 @@ class AutoregressiveDecoder:
         return self
 
 
-def verification_from_logits(logits: torch.Tensor, draft: Sequence[int]) -> Verification:
-    """Per draft position j: the argmax and the draft token's probability, from logits row j.
+def verification_from_logits(logits: torch.Tensor, draft: Sequence[int],
+                             margins: Sequence[float] | None = None) -> Verification:
+    """Per draft position j: the argmax and the draft token's probability, from logits row j (and its
+    top-2 margin in dtype spacings, ``margins[j]``, when given).
 
     ``logits`` has ``len(draft) + 1`` rows; row j is the distribution *before* draft[j].
     """
     if not draft:
-        return Verification((), ())
+        return Verification((), (), () if margins is not None else None)
     rows = logits[: len(draft)]
     probs = torch.softmax(rows, dim=-1).gather(1, torch.tensor(list(draft), device=rows.device)[:, None])[:, 0]
-    return Verification(tuple(int(t) for t in rows.argmax(-1).tolist()), tuple(float(p) for p in probs.tolist()))
+    return Verification(tuple(int(t) for t in rows.argmax(-1).tolist()), tuple(float(p) for p in probs.tolist()),
+                        tuple(margins[: len(draft)]) if margins is not None else None)
 
 
 class AutoregressiveSession:
@@ -250,19 +259,39 @@ class AutoregressiveSession:
             cached = self._reuse_prefix(request)
             feed = request[cached:] + draft
             logits = dec.forward(self.state, feed, len(draft) + 1, "verify" if draft else "prefill")
-            verification = verification_from_logits(logits, draft)
+            row_margins = margins_in_spacings(logits, dec.logits_dtype)
+            verification = verification_from_logits(logits, draft, row_margins)
             accepted = accepted_length(draft, verification, rule)
-            answer = draft[:accepted]
+            answer, margins = draft[:accepted], row_margins[:accepted]
+            guarded = False
             if not draft_is_complete(draft, accepted, dec.eos_token_ids, dec.max_new_tokens):
-                self.state.rollback(len(request) + accepted)
-                answer.append(int(logits[accepted].argmax()))  # the bonus token
-                answer = dec.continue_greedy(self.state, answer)
+                guarded = bool(draft) and rule.guarded(row_margins[accepted])  # no draft: prefill decides
+                self._next_token(request, answer, margins, logits[accepted], row_margins[accepted], guarded)
+                answer = dec.continue_greedy(self.state, answer, margins)
         self.last_verification = verification
         extra = {"cached_prefix_tokens": float(cached), "request_tokens": float(len(request)),
-                 "verify_tokens_fed": float(len(feed))}
+                 "verify_tokens_fed": float(len(feed)), "tie_guarded": float(guarded)}
         if verification.median_prob is not None:
             extra["verify_median_prob"] = verification.median_prob
-        return StepResult(len(draft), accepted, len(answer) - accepted, dec._generation(answer, span), extra)
+        return StepResult(len(draft), accepted, len(answer) - accepted, dec._generation(answer, span, margins),
+                          extra)
+
+    def _next_token(self, request: Sequence[int], answer: list[int], margins: list[float], row: torch.Tensor,
+                    row_margin: float, guarded: bool) -> None:
+        """The token after the accepted run: the verify row's argmax (the bonus token), or, where the
+        rule's tie guard covers that row's margin, a one-token forward's, as a decode step would choose
+        it (one more forward; docs/numerics.md). Leaves the cache holding request + ``answer[:-1]``."""
+        dec, keep = self.decoder, len(request) + len(answer)
+        if not guarded:
+            self.state.rollback(keep)
+            answer.append(int(row.argmax()))
+            margins.append(row_margin)
+            return
+        self.state.rollback(keep - 1)  # re-feed the last accepted token (or the request's last) alone
+        last = answer[-1] if answer else int(request[-1])
+        logits = dec.forward(self.state, [last], 1, "decode")
+        answer.append(int(logits[-1].argmax()))
+        margins.extend(margins_in_spacings(logits[-1:], dec.logits_dtype))
 
     def close(self) -> None:
         self.state = KVState()

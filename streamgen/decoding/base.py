@@ -25,7 +25,9 @@ class Generation:
 
     ``token_ids`` include the EOS token when decoding stopped at EOS (``finished``); ``text`` is the
     decoded answer without special tokens. ``wall_s`` is end-to-end, device-synchronised;
-    ``meter`` holds forwards, tokens fed and the wall time spent inside forwards.
+    ``meter`` holds forwards, tokens fed and the wall time spent inside forwards. ``margins``
+    (autoregressive decoders; None elsewhere): per answer token, the top-1 minus top-2 logit of the
+    forward row that chose it, in units of the logits dtype's spacing (``streamgen.numerics``).
     """
 
     token_ids: tuple[int, ...]
@@ -33,6 +35,7 @@ class Generation:
     finished: bool
     wall_s: float
     meter: MeterReading
+    margins: tuple[float, ...] | None = None
 
     @property
     def forwards(self) -> int:
