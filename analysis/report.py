@@ -414,6 +414,8 @@ def write_report(
     ]
     if typing.summary.num_rows:
         body.append(typing_section(typing))
+    body.append(f"## Examples one by one\n\n`python -m analysis.view {root}` writes [the results viewer](viewer/index.html)"
+                " (open it from disk: every example's steps, kept and thrown drafts, both answers).\n")
     if figs:
         body.append("## Figures\n\n" + "\n\n".join(f"![{p.stem}]({p.name})" for p in figs) + "\n")
     md = out / "report.md"

@@ -6,6 +6,7 @@ Drawn on ``matplotlib.figure.Figure`` with the Agg canvas (no pyplot state), lik
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from matplotlib.axes import Axes
@@ -28,13 +29,22 @@ def wait_against_rate(summary: pa.Table, out_dir: Path) -> list[Path]:
     for key, sub in settings.items():
         label = setting_label(dict(zip(_SETTING, key, strict=True)))
         benches = sorted({r["benchmark"] for r in sub})
-        fig = Figure(figsize=(4.2 * len(benches), 3.4))
+        ncols = min(3, len(benches))  # a grid like the speedup figure: readable at its natural size
+        nrows = -(-len(benches) // ncols)
+        fig = Figure(figsize=(4.2 * ncols, 3.0 * nrows + 0.8))
         FigureCanvasAgg(fig)
-        for i, bench in enumerate(benches):
-            ax = fig.add_subplot(1, len(benches), i + 1)
+        axes = fig.subplots(nrows, ncols, squeeze=False)
+        for ax, bench in zip(axes.flat, benches, strict=False):
             _panel(ax, [r for r in sub if r["benchmark"] == bench], bench)
+        for ax in list(axes.flat)[len(benches):]:
+            ax.set_visible(False)
+        handles: dict[str, Any] = {}
+        for ax in axes.flat:  # one legend for the figure, below the panels, never over the data
+            for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+                handles.setdefault(lab, h)
         fig.suptitle(f"Wait after the last keystroke — {label}")
-        fig.tight_layout()
+        fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(4, len(handles)), fontsize=8)
+        fig.tight_layout(rect=(0, 0.12 if nrows == 1 else 0.06, 1, 1))
         path = out_dir / f"typing-wait-{slug(label)}.png"
         fig.savefig(path, dpi=110)
         paths.append(path)
@@ -54,7 +64,6 @@ def _panel(ax: Axes, rows: list[dict], bench: str) -> None:
     ax.set_title(bench)
     ax.set_xlabel("typing rate (chars/s)")
     ax.set_ylabel("median wait (s)")
-    ax.legend(fontsize=7)
 
 
 def p95_against_users(table: pa.Table, path: Path, title: str) -> Path:

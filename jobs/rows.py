@@ -140,6 +140,7 @@ def step_rows(outcome: PairOutcome, ctx: RowContext) -> list[StepRecord]:
     counts = prefix_counts(req.segments)
     live = {t.step: t for t in outcome.timing or ()}  # a live run's steps: the prefixes it drafted
     run = list(live) if live else list(range(1, n + 1))
+    drafts = outcome.drafts or (None,) * len(run)
     return [_record(StepRecord, columns, {
         "example_id": req.example_id, "step": i, "is_final": i == n, "prefix_chars": len(req.prefix(i)),
         "draft_tokens_in": st.draft_tokens_in, "accepted_tokens": st.accepted_tokens,
@@ -149,7 +150,9 @@ def step_rows(outcome: PairOutcome, ctx: RowContext) -> list[StepRecord]:
         "draft_fingerprint": draft_fingerprint(st.answer.token_ids),
         "pasted_chars": counts[i - 1].pasted_chars, "sentence_ends": counts[i - 1].sentence_ends,
         "arrival_s": live[i].arrival_s if live else None, "start_s": live[i].start_s if live else None,
-    }) for i, st in zip(run, outcome.steps, strict=True)]
+        "arrived_text": req.prefix(i)[len(req.prefix(before)):],
+        "draft_kept_text": d.kept if d else None, "draft_thrown_text": d.thrown if d else None,
+    }) for before, i, st, d in zip([0, *run[:-1]], run, outcome.steps, drafts, strict=True)]
 
 
 def excluded_rows(ctx: RowContext, example_id: str, n_segments: int, reason: str) -> Rows:

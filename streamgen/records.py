@@ -127,6 +127,9 @@ class StepRecord:
     sentence_ends: int | None = None  # sentence boundaries strictly inside the prefix (typing pauses)
     arrival_s: float | None = None  # live cells: segment arrival after the first keystroke
     start_s: float | None = None  # live cells: when the step started, same origin
+    arrived_text: str | None = None  # request text that arrived since the previous step row (the viewer)
+    draft_kept_text: str | None = None  # the incoming draft's accepted leading run, decoded
+    draft_thrown_text: str | None = None  # the rest of the incoming draft (to draft_tokens_in), thrown away
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import torch
 
 from streamgen.decoding.acceptance import AcceptanceRule
 from streamgen.decoding.base import Decoder, Generation, StepResult, StreamSession
-from streamgen.stream import PairOutcome, StreamRequest, check_request
+from streamgen.stream import PairOutcome, StreamRequest, check_request, draft_texts
 
 
 def fork_session(session: StreamSession, decoder: Decoder) -> StreamSession:
@@ -66,7 +66,8 @@ class SharedExample:
             steps, done = self._stream(rule, done)
             base, done = self._base_run(done)
         outcome = PairOutcome(base, steps, "base_first" if base_first else "stream_first", self.request,
-                              getattr(self.decoder, "min_residual_forwards", None))
+                              getattr(self.decoder, "min_residual_forwards", None),
+                              drafts=draft_texts(self.decoder, steps))
         return outcome, done
 
     def _base_run(self, done: Executed) -> tuple[Generation, Executed]:

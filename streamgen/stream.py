@@ -52,6 +52,27 @@ class StreamRequest:
 
 
 @dataclass(frozen=True)
+class DraftText:
+    """A step's incoming draft decoded: the accepted leading run and the tail thrown away."""
+
+    kept: str
+    thrown: str
+
+
+def draft_texts(decoder: Decoder, steps: tuple[StepResult, ...]) -> tuple[DraftText, ...]:
+    """Each step's incoming draft (the previous step's answer; none at the first) split at its accepted
+    run, as text: what the results viewer shows. Tokenizer work only, outside every timed span."""
+    out: list[DraftText] = []
+    draft: tuple[int, ...] = ()
+    for st in steps:
+        used = draft[: st.draft_tokens_in]
+        out.append(DraftText(decoder.decode_text(used[: st.accepted_tokens]),
+                             decoder.decode_text(used[st.accepted_tokens:])))
+        draft = st.answer.token_ids
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class PairOutcome:
     """The base run and every step of the stream run of one example, with their costs."""
 
@@ -61,6 +82,7 @@ class PairOutcome:
     request: StreamRequest | None = None
     min_residual_forwards: int | None = None  # the family's floor (1 autoregressive, 3 ReFusion)
     timing: tuple[StepTiming, ...] | None = None  # live runs: which prefix each step ran, and when
+    drafts: tuple[DraftText, ...] | None = None  # each step's incoming draft as text (draft_texts)
 
     @property
     def final(self) -> StepResult:
@@ -150,4 +172,4 @@ def run_pair(decoder: Decoder, request: StreamRequest, rule: AcceptanceRule, *, 
     log.debug("example %s: base %d forwards, residual %d", request.example_id, base.forwards,
               steps[-1].answer.forwards)
     return PairOutcome(base, steps, "base_first" if base_first else "stream_first", request,
-                       decoder.min_residual_forwards, timing)
+                       decoder.min_residual_forwards, timing, draft_texts(decoder, steps))

@@ -10,8 +10,6 @@ skips with the reason otherwise. Screenshots go to ``$ARTIFACTS`` (else pytest's
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,13 +20,11 @@ from streamgen.config import benchmark_config
 from streamgen.demo.server import create_app
 from streamgen.demo.session import token_digest
 from streamgen.segment import segment
+from tests.browser_support import chromium
 from tests.demo_support import HeldClock, ServerThread, config, tiny_decoder, user
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 MAX_CONTEXT = 512  # tokens: the HumanEval request fits, a long paste does not
 OTHER = "Sort a list of words by length. Ties keep their order. Explain briefly. Use Python."
 
@@ -53,18 +49,8 @@ def server(decoder):
 
 @pytest.fixture(scope="module")
 def browser():
-    playwright = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"needs Debian's chromium at {CHROMIUM}: apt-get install -y chromium")
-    profile = tempfile.mkdtemp(prefix="streamgen-chromium-")
-    with playwright.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
-                                                        args=CHROMIUM_ARGS, viewport={"width": 1000, "height": 1100})
-        try:
-            yield context
-        finally:
-            context.close()
-            shutil.rmtree(profile, ignore_errors=True)
+    with chromium({"width": 1000, "height": 1100}) as context:
+        yield context
 
 
 @pytest.fixture

@@ -118,6 +118,8 @@ def test_live_rows_carry_the_timeline(decoder: Any, clock: FakeClock) -> None:
     assert [s.step for s in steps] == [1, 3] and steps[-1].is_final and not steps[0].is_final
     assert [s.arrival_s for s in steps] == pytest.approx([1.8, 4.7])
     assert steps[0].start_s == pytest.approx(1.8) and steps[1].prefix_chars == 37
+    # step 3 follows step 1: it arrived with segments 2 and 3 (the viewer's request, segment by segment)
+    assert [s.arrived_text for s in steps] == [REQUEST.prefix(1), REQUEST.text[len(REQUEST.prefix(1)):]]
     assert pair.live_policy == "latest" and pair.speculative_forwards == steps[0].forwards
     assert LiveSettings.from_config(TypingConfig()) is None
 

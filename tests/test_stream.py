@@ -208,3 +208,21 @@ def test_step_rows_carry_the_median_verifier_probability_of_the_incoming_draft(d
         rows = logits[len(request) - 1: len(request) - 1 + len(draft)]
         probs = torch.softmax(rows, -1).gather(1, torch.tensor(draft)[:, None])[:, 0].tolist()
         assert row.verify_median_prob == pytest.approx(statistics.median(probs), abs=1e-5)
+
+
+def test_step_rows_carry_the_arrived_request_text_and_the_kept_and_thrown_draft(scripted_prefix) -> None:
+    """Scripted prefix model: every later step keeps exactly the k fixed tokens of the previous answer.
+    So kept = the text of pool[:k], thrown = the text of the previous answer's tokens after k (its EOS
+    decodes to nothing), and the arrived texts are the segments themselves."""
+    from streamgen.scripted import SCRIPTS, pool_tokens
+
+    k = SCRIPTS["prefix"].k
+    o = run_pair(scripted_prefix, GOLDEN_REQUEST, Greedy(), base_first=True)
+    _, steps = outcome_rows(o, CTX)
+    assert [s.arrived_text for s in steps] == list(GOLDEN_REQUEST.segments)
+    assert (steps[0].draft_kept_text, steps[0].draft_thrown_text) == ("", "")  # no incoming draft
+    fixed = scripted_prefix.decode_text(pool_tokens()[:k])
+    for prev, row in zip(o.steps, steps[1:], strict=False):
+        assert row.accepted_tokens == k and row.draft_kept_text == fixed
+        assert row.draft_thrown_text == scripted_prefix.decode_text(prev.answer.token_ids[k:])
+        assert row.draft_thrown_text and fixed + row.draft_thrown_text == prev.answer.text

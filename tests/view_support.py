@@ -1,0 +1,34 @@
+"""A small real results directory for the viewer's tests: scripted AR models (kept whole / nothing / k
+tokens by design) on CoEdIT through the grid's own path (plan → in-process actor → scoring → writer),
+no Ray; plus one error row written through the row builder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jobs.actors import ModelActor
+from jobs.plan import plan_grid
+from jobs.rows import error_rows, score_shard
+from jobs.writer import ResultWriter
+from streamgen.config import grid_config
+from streamgen.records import PairRecord, to_table, write_parquet_atomic
+
+MODELS = ("scripted-ar-prefix", "scripted-ar-constant", "scripted-ar-lastsegment")
+ERROR_EXAMPLE = "broken/1"
+
+
+def scripted_results(root: Path, limit: int = 3) -> Path:
+    """Write the results directory under ``root``; returns it."""
+    plan = plan_grid(grid_config("scripted", [f"models=[{','.join(MODELS)}]", f"limit={limit}",
+                                              f"results_dir={root}"]))
+    writer = ResultWriter(root)
+    for model in MODELS:
+        actor = ModelActor(plan.models[model])
+        for shard in (s for s in plan.shards if s.model_name == model):
+            task = plan.task(shard, "run-1", "test")
+            rows = score_shard(task, actor.run_shard(task))
+            writer.write_shard(shard, rows.pairs, rows.steps)
+    task = plan.task(plan.shards[0], "run-1", "test")
+    error = error_rows(task.row_context("cpu"), ERROR_EXAMPLE, 3, RuntimeError("verifier crashed")).pair
+    write_parquet_atomic(to_table([error], PairRecord), root / "pairs" / "extra" / "error.parquet")
+    return root
