@@ -73,6 +73,7 @@ class RowContext:
             "cell_fingerprint": cell.fingerprint, "cell_settings": settings_json(cell.settings()),
             "live_policy": live.live_policy if live is not None else None,
             "live_chars_per_s": live.chars_per_s[0] if live is not None else None,
+            "live_every_k": live.every_k if live is not None and live.live_policy == "every_k" else None,
         }
 
 
@@ -132,6 +133,10 @@ def draft_fingerprint(token_ids: tuple[int, ...] | list[int]) -> str:
     return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
 
 
+def _int_or_none(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
 def step_rows(outcome: PairOutcome, ctx: RowContext) -> list[StepRecord]:
     """One row per stream step the run took (every prefix, or a live run's drafted prefixes)."""
     assert outcome.request is not None
@@ -148,6 +153,8 @@ def step_rows(outcome: PairOutcome, ctx: RowContext) -> list[StepRecord]:
         "draft_fingerprint": draft_fingerprint(st.answer.token_ids),
         "pasted_chars": counts[i - 1].pasted_chars, "sentence_ends": counts[i - 1].sentence_ends,
         "arrival_s": live[i].arrival_s if live else None, "start_s": live[i].start_s if live else None,
+        "request_tokens": _int_or_none(st.extra.get("request_tokens")),
+        "cached_tokens": _int_or_none(st.extra.get("cached_prefix_tokens")),
     }) for i, st in zip(run, outcome.steps, strict=True)]
 
 

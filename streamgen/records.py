@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bump when a change alters what a result row means; shard ids include it, so old shards rerun."""
 
 
@@ -116,6 +116,9 @@ class StepRecord:
     sentence_ends: int | None = None  # sentence boundaries strictly inside the prefix (typing pauses)
     arrival_s: float | None = None  # live cells: segment arrival after the first keystroke
     start_s: float | None = None  # live cells: when the step started, same origin
+    request_tokens: int | None = None  # tokens of the step's rendered request (null where a family does not say)
+    cached_tokens: int | None = None  # of those, reused from the state the step started from (not fed)
+    live_every_k: int | None = None  # live every_k cells: the k
 
 
 @dataclass(frozen=True)
