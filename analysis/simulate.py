@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from streamgen.config import ConfigError
 from streamgen.costmodel import LinearCost
 from streamgen.policies import Chain, StepFacts
 
@@ -141,6 +142,9 @@ def simulate_once(scripts: Sequence[Script], offsets: Sequence[float], policy: s
         else:
             now, i, j = heapq.heappop(events)
             _arrive(users[i], j, now, device)
+        while events and events[0][0] <= now:  # all that arrives at this instant is seen before a choice
+            _, i, j = heapq.heappop(events)
+            _arrive(users[i], j, now, device)
         if device.running is None:
             job = device.choose()
             if job is not None:
@@ -176,6 +180,7 @@ def sweep(scripts: Sequence[Script], users: Sequence[int], cost: LinearCost | No
     """Every K in ``users`` × every policy, ``reps`` seeded repetitions each (the same draws per policy)."""
     if not scripts:
         raise ValueError("no recorded examples to simulate: run a grid first")
+    check_sweep(users, reps)
     spread = spread_s if spread_s is not None else statistics.median(s.steps[-1].arrival_s for s in scripts)
     rows = []
     for k in users:
@@ -198,6 +203,22 @@ def rows_table(rows: Sequence[SimRow]) -> pa.Table:
     return pa.table({n: [getattr(r, n) for r in rows] for n in names})
 
 
+def check_sweep(users: Sequence[int], reps: int) -> None:
+    """ConfigError naming each bad K (< 1) and a repetition count < 1."""
+    problems = [f"--users needs K ≥ 1 users, got {k}: pass e.g. --users 1,2,4" for k in users if k < 1]
+    problems += [f"--reps needs ≥ 1 repetition, got {reps}: pass e.g. --reps 20"] if reps < 1 else []
+    if problems or not users:
+        raise ConfigError(problems or ["--users lists no K: pass e.g. --users 1,2,4"], "bad simulation settings")
+
+
+def _users(text: str) -> list[int]:
+    try:
+        return [int(k) for k in text.split(",")]
+    except ValueError:
+        raise ConfigError([f"--users takes comma-separated integers such as 1,2,4, got {text!r}"],
+                          "bad simulation settings") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from analysis.render import Column, markdown
     from analysis.timing import simulation_inputs
@@ -213,9 +234,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="output folder (default RESULTS_DIR/report)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        users = _users(args.users)
+        check_sweep(users, args.reps)
+    except ConfigError as exc:
+        parser.error(str(exc))
     inputs = simulation_inputs(args.results_dir, args.rate, args.model)
-    rows = sweep(inputs.scripts, [int(k) for k in args.users.split(",")], inputs.cost, reps=args.reps,
-                 seed=args.seed)
+    rows = sweep(inputs.scripts, users, inputs.cost, reps=args.reps, seed=args.seed)
     out = args.out or args.results_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     table = rows_table(rows)

@@ -66,7 +66,7 @@ def fit_cost_models(rows: Sequence[dict]) -> dict[tuple[str, str], LinearCost | 
 def _facts(steps: Sequence[dict], typist: TypingModel) -> list[StepFacts]:
     return [StepFacts(typist.arrival(PrefixCounts(s["prefix_chars"], s["pasted_chars"], s["sentence_ends"])),
                       s["wall_s"], s["forwards"], s["tokens_fed"], s["draft_tokens_in"], s["accepted_tokens"],
-                      s["generated_tokens"]) for s in steps]
+                      s["generated_tokens"], s.get("request_tokens"), s.get("cached_tokens")) for s in steps]
 
 
 def _row(first: dict, rate: float, policy: str, source: str, **values: Any) -> dict:
@@ -95,7 +95,9 @@ def live_row(steps: list[dict]) -> dict:
     ends = [s["start_s"] + s["wall_s"] for s in steps]
     keeps = all(end <= nxt["arrival_s"] for end, nxt in zip(ends, steps[1:], strict=False))
     skipped = final["step"] - len(steps) if first["live_policy"] == "latest" else 0
-    return _row(first, first["live_chars_per_s"], first["live_policy"], "live", wait_s=ends[-1] - final["arrival_s"],
+    k = first.get("live_every_k")  # null on rows written before k was recorded: the label stays every_k
+    label = first["live_policy"] if k is None else Policy(first["live_policy"], k=k).label  # as post hoc
+    return _row(first, first["live_chars_per_s"], label, "live", wait_s=ends[-1] - final["arrival_s"],
                 backlog_s=final["start_s"] - final["arrival_s"], keeps_up=keeps and skipped == 0,
                 skipped=skipped, modelled=False)
 
@@ -219,12 +221,23 @@ def simulation_inputs(results_dir: Any, rate: float, model: str | None = None,
     rows = [r for r in rows if r["live_policy"] is None and (model is None or r["model"] == model)]
     if not rows:
         raise ValueError(f"no replayed examples{f' of model {model}' if model else ''} under {results_dir}")
-    settings = sorted({(r["model"], r["acceptance"], r["tau"] if r["tau"] is not None else -1.0) for r in rows})
-    chosen = settings[0]
-    picked = [r for r in rows if (r["model"], r["acceptance"], r["tau"] if r["tau"] is not None else -1.0) == chosen]
+    picked = one_setting(rows)
     typist = TypingModel(rate, cfg.sentence_pause_s, cfg.paste_code)
     scripts = [Script(tuple(_facts(steps, typist)), steps[0]["base_wall_s"]) for steps in _examples(picked)]
     fits = fit_cost_models(picked)
     cost = next(iter(fits.values())) if len(fits) == 1 else None
-    tau = "" if chosen[2] < 0 else f" τ={chosen[2]:g}"
-    return SimulationInputs(scripts, cost, f"{chosen[0]} · {chosen[1]}{tau}")
+    return SimulationInputs(scripts, cost, setting_label(picked[0]))
+
+
+def one_setting(rows: Sequence[dict]) -> list[dict]:
+    """The rows of the first cell setting (greedy first): a variant (plain or adapted), a verifier mode
+    or a settings tag is another setting, never pooled with this one."""
+    chosen = min(_setting(r) for r in rows)
+    return [r for r in rows if _setting(r) == chosen]
+
+
+def _setting(r: dict) -> tuple:
+    """A row's cell setting, sortable (greedy first, τ ascending; nulls as empty)."""
+    return (r["model"], r["acceptance"], -1.0 if r["tau"] is None else r["tau"],
+            *("" if r[c] is None else r[c] for c in ("variant", "verifier_mode", "settings_tag")))
+

@@ -77,6 +77,7 @@ class RowContext:
             "live_policy": live.live_policy if live is not None else None,
             "live_chars_per_s": live.chars_per_s[0] if live is not None else None,
             "tie_guard": cell.tie_guard, "numerics": self.numerics,
+            "live_every_k": live.every_k if live is not None and live.live_policy == "every_k" else None,
         }
 
 
@@ -133,6 +134,10 @@ def draft_fingerprint(token_ids: tuple[int, ...] | list[int]) -> str:
     return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
 
 
+def _int_or_none(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
 def step_rows(outcome: PairOutcome, ctx: RowContext) -> list[StepRecord]:
     """One row per stream step the run took (every prefix, or a live run's drafted prefixes)."""
     assert outcome.request is not None
@@ -152,6 +157,8 @@ def step_rows(outcome: PairOutcome, ctx: RowContext) -> list[StepRecord]:
         "arrival_s": live[i].arrival_s if live else None, "start_s": live[i].start_s if live else None,
         "arrived_text": req.prefix(i)[len(req.prefix(before)):],
         "draft_kept_text": d.kept if d else None, "draft_thrown_text": d.thrown if d else None,
+        "request_tokens": _int_or_none(st.extra.get("request_tokens")),
+        "cached_tokens": _int_or_none(st.extra.get("cached_prefix_tokens")),
     }) for before, i, st, d in zip([0, *run[:-1]], run, outcome.steps, drafts, strict=True)]
 
 

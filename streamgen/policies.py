@@ -8,15 +8,18 @@ Policies (DESIGN §11):
 
 - ``every``: draft at every segment. Step i starts at ``max(t_i, end of step i−1)`` and lasts its
   measured ``wall_s``; nothing is modelled.
-- ``latest``: when the device frees up it drafts the latest prefix that has arrived; a step that
-  has not started when the next segment arrives is *skipped*, and the next step verifies the draft
-  of the last step that finished.
+- ``latest``: when the device frees up it drafts the newest prefix that has arrived (idle, it waits
+  for the next arrival and then takes the newest prefix arrived at that instant, so a pasted block
+  that lands with the sentence before it is drafted once, as the whole); a step that has not started
+  when a later segment arrives is *skipped*, and the next step verifies the draft of the last step
+  that finished. The final step always runs on the submitted text.
 - ``every_k``: draft only at every k-th segment (and the last).
 - ``cap``: as ``every``, but a speculative draft is never longer than ``cap_tokens`` tokens.
 
 The user's wait is ``end of the last step − t_n``; the backlog is ``start of the last step − t_n``;
 an example *keeps up* when every step that ran before the last ended by the arrival of the next
-step the policy planned, and no step was skipped. A step whose work differs from the recorded one
+step the policy planned, and no step was skipped (a tie — a step ending exactly when two segments
+arrive — still skips one: it does not keep up, as the live rows say). A step whose work differs from the recorded one
 (another draft, skipped prefixes, a capped draft) costs what :class:`~streamgen.costmodel.LinearCost`
 says, and the outcome is flagged ``modelled`` (docs/timing.md lists the assumptions).
 """
@@ -30,7 +33,7 @@ from streamgen.config import POLICIES, ConfigError, TypingConfig
 from streamgen.costmodel import LinearCost
 
 __all__ = ["Chain", "Decision", "Policy", "PolicyOutcome", "RunStep", "StepFacts", "Work", "evaluate",
-           "policies_of"]
+           "policies_of", "skipped_request_tokens"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class StepFacts:
     draft_tokens_in: int
     accepted_tokens: int
     generated_tokens: int
+    request_tokens: int | None = None  # tokens of the step's whole rendered request (null: not recorded)
+    cached_tokens: int | None = None  # of those, tokens reused from the state the step started from
 
     @property
     def prefix_tokens(self) -> int:
@@ -88,9 +93,8 @@ class Policy:
         """What to draft once the device is free at ``free_s``, ``last`` being the last step run."""
         n = len(arrivals)
         if self.name == "latest":
-            arrived = [j for j in range(last + 1, n + 1) if arrivals[j - 1] <= free_s]
-            if arrived:
-                return Decision(arrived[-1], free_s)
+            now = max(free_s, arrivals[last])  # idle until the next segment arrives, if none has
+            return Decision(max(j for j in range(last + 1, n + 1) if arrivals[j - 1] <= now), now)
         j = self.planned_after(last, n)
         return Decision(j, max(free_s, arrivals[j - 1]))
 
@@ -134,27 +138,48 @@ class Work:
     modelled: bool
 
 
+def _decode_forwards(generated: int) -> int:
+    """Forwards after the verify forward to produce ``generated`` tokens: it yields the first itself."""
+    return max(0, generated - 1)
+
+
 def _work(s: StepFacts, draft_in: int, extra_prefix: int, cap: int | None, final: bool,
           cost: LinearCost | None) -> Work:
     """The step's work when it verifies a ``draft_in``-token draft after ``extra_prefix`` skipped tokens.
 
     Assumes the leading run accepted is the recorded one, shortened to the draft it is given; a
     capped speculative step stops generating once its answer has ``cap`` tokens; a final step
-    regenerates whatever its (shorter) draft no longer holds.
+    regenerates whatever its (shorter) draft no longer holds. Forwards: the verify forward yields the
+    first generated token, each further token one forward feeding one token (DESIGN §2).
     """
     accepted = min(s.accepted_tokens, draft_in)
     answer = s.accepted_tokens + s.generated_tokens
     if cap is not None and not final:
         answer = min(answer, cap)
     generated = max(0, answer - accepted)
-    fewer = s.generated_tokens - generated
-    forwards = max(1, s.forwards - fewer)
-    tokens = s.tokens_fed + extra_prefix + (draft_in - s.draft_tokens_in) - fewer
+    forwards = max(1, s.forwards + _decode_forwards(generated) - _decode_forwards(s.generated_tokens))
+    tokens = s.tokens_fed + extra_prefix + (draft_in - s.draft_tokens_in) + (forwards - s.forwards)
     if (forwards, tokens) == (s.forwards, s.tokens_fed):
         return Work(s.wall_s, accepted + generated, False)
     if cost is None:
         raise ValueError("this policy changes work nobody ran: pass a fitted cost model (streamgen.costmodel)")
     return Work(cost.cost(forwards, tokens), accepted + generated, True)
+
+
+def skipped_request_tokens(steps: Sequence[StepFacts], last: int, j: int) -> int:
+    """Request tokens step ``j`` feeds beyond its recorded ones when it follows step ``last`` (0: none).
+
+    Exact where the rows record ``cached_tokens``: from the state of step ``last`` the request of step
+    ``j`` reuses what step ``last + 1`` reused (both requests hold prefix ``last + 1``'s text), so it
+    feeds ``cached_j − cached_{last+1}`` more. Older rows: the sum of the skipped steps' request tokens,
+    which over-counts the re-fed chat-template suffix and re-tokenised boundaries.
+    """
+    if j == last + 1:
+        return 0
+    here, after = steps[j - 1].cached_tokens, steps[last].cached_tokens
+    if here is not None and after is not None:
+        return here - after
+    return sum(steps[m - 1].prefix_tokens for m in range(last + 1, j))
 
 
 @dataclass(frozen=True)
@@ -171,7 +196,7 @@ class Chain:
         s = steps[j - 1]
         chained = self.last == j - 1 and not self.modelled and cap is None
         draft_in = s.draft_tokens_in if chained else self.draft_len
-        extra = sum(steps[m - 1].prefix_tokens for m in range(self.last + 1, j))
+        extra = skipped_request_tokens(steps, self.last, j)
         work = _work(s, draft_in, extra, cap, j == len(steps), cost)
         return work, Chain(j, work.answer_tokens, work.modelled)
 
@@ -194,7 +219,7 @@ def evaluate(steps: Sequence[StepFacts], policy: Policy, cost: LinearCost | None
         i = policy.planned_after(i, n)
         planned.append(i)
     skipped = tuple(j for j in planned if j not in run_ids)
-    # a skipped step implies the step before it ended after the next arrival: no separate check
-    keeps_up = all(r.end_s <= arrivals[policy.planned_after(r.step, n) - 1] for r in ran if r.step < n)
+    # a skipped step is checked apart: on a tie the step before it ended exactly at the next arrival
+    keeps_up = not skipped and all(r.end_s <= arrivals[policy.planned_after(r.step, n) - 1] for r in ran if r.step < n)
     return PolicyOutcome(policy.label, free - arrivals[-1], ran[-1].start_s - arrivals[-1], keeps_up,
                          tuple(ran), skipped)

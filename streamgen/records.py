@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bump when a change alters what a result row means; shard ids include it, so old shards rerun."""
 
 
@@ -130,6 +130,9 @@ class StepRecord:
     arrived_text: str | None = None  # request text that arrived since the previous step row (the viewer)
     draft_kept_text: str | None = None  # the incoming draft's accepted leading run, decoded
     draft_thrown_text: str | None = None  # the rest of the incoming draft (to draft_tokens_in), thrown away
+    request_tokens: int | None = None  # tokens of the step's rendered request (null where a family does not say)
+    cached_tokens: int | None = None  # of those, reused from the state the step started from (not fed)
+    live_every_k: int | None = None  # live every_k cells: the k
 
 
 @dataclass(frozen=True)

@@ -91,11 +91,21 @@ SCRIPT = Script((StepFacts(1.0, COST.cost(2, 50), 2, 50, 0, 0, 2), StepFacts(2.0
 
 
 def test_simulation_always_draft_by_hand() -> None:
-    out = simulate_once([SCRIPT, SCRIPT], [0.0, 0.5], "always", COST)
-    # u0 drafts [1, 2.5]; u1's draft (queued at 1.5) goes first-come first-served before u0's final
-    # (submitted at 2): [2.5, 4]; then u0's final [4, 4.7], u1's final [4.7, 5.4]
-    assert out.waits == pytest.approx((4.7 - 2.0, 5.4 - 2.5))
+    out = simulate_once([SCRIPT, SCRIPT], [0.0, 0.6], "always", COST)
+    # u0 drafts [1, 2.5]; u1's draft (queued at 1.6) goes first-come first-served before u0's final
+    # (submitted at 2): [2.5, 4]; then u0's final [4, 4.7], u1's final (submitted 2.6) [4.7, 5.4]
+    assert out.waits == pytest.approx((4.7 - 2.0, 5.4 - 2.6))
     assert out.utilisation == pytest.approx((1.5 + 1.5 + 0.7 + 0.7) / (5.4 - 1.0)) and out.modelled_jobs == 0
+
+
+def test_simulation_sees_an_arrival_at_the_instant_the_device_frees() -> None:
+    out = simulate_once([SCRIPT, SCRIPT], [0.0, 0.5], "always", COST)
+    # u0's draft ends at 2.5 exactly when u1 submits: the submit is seen before the device chooses, so
+    # u1's queued draft (stale: its final has arrived) never runs; u0's final (submitted 2) [2.5, 3.2],
+    # then u1's final with no draft, as in the test below
+    u1_final = COST.cost(1 + 2, 20 + 49 + (0 - 2) + 2)
+    assert out.waits == pytest.approx((3.2 - 2.0, 3.2 + u1_final - 2.5))
+    assert out.jobs == 3 and out.modelled_jobs == 1
 
 
 @pytest.mark.parametrize("policy", ["submitted_first", "idle_only"])

@@ -118,11 +118,13 @@ def test_capped_drafts_by_hand() -> None:
     out = evaluate(_example(10.0), Policy("cap", cap_tokens=3), COST)
     e1 = 1 + COST.cost(4 - 1, 23 - 1)  # stops at 3 tokens: one decode forward fewer
     e2 = max(2, e1) + COST.cost(3 - 2, 16 + (3 - 4) - 2)  # 3-token draft, accepts 2, generates 1
-    e3 = max(3, e2) + COST.cost(1, 15 + (3 - 5) - 1)  # accepts 3 of 3, already at the cap
+    # accepts 3 of 3, already at the cap: generates 0 where 1 was recorded, but that 1 came from the verify
+    # forward itself, so still 1 forward, and the tokens fed change by the shorter draft alone: 15 − 2 = 13
+    e3 = max(3, e2) + COST.cost(1, 15 + (3 - 5))
     e4 = max(4, e3) + COST.cost(2, 17 + (3 - 6))  # the final step is never capped
     assert [r.end_s for r in out.ran] == pytest.approx([e1, e2, e3, e4])
     assert all(r.modelled for r in out.ran)
-    assert out.wait_s == pytest.approx(e4 - 4) and out.backlog_s == 0  # e3 = 3.97 < t4 = 4
+    assert out.wait_s == pytest.approx(e4 - 4) and out.backlog_s == 0  # e3 = 3.98 < t4 = 4
 
 
 def test_policies_without_a_cost_model_say_so() -> None:

@@ -11,7 +11,7 @@ SELECT
     coalesce(s.pasted_chars, 0) AS pasted_chars,
     coalesce(s.sentence_ends, 0) AS sentence_ends,
     s.wall_s, s.forwards, s.tokens_fed, s.draft_tokens_in, s.accepted_tokens, s.generated_tokens,
-    s.arrival_s, s.start_s
+    s.arrival_s, s.start_s, s.request_tokens, s.cached_tokens, s.live_every_k
 FROM steps s
 JOIN pairs p ON s.run_id = p.run_id AND s.cell_id = p.cell_id AND s.example_id = p.example_id
 WHERE p.error_type IS NULL AND p.excluded_reason IS NULL
