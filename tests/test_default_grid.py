@@ -57,8 +57,11 @@ def _pairs(root: Path, model: str, bench: str, tokens: list[int | None], budget:
     folder = root / "pairs" / f"model={model}" / f"benchmark={bench}"
     folder.mkdir(parents=True)
     settings = json.dumps({"max_new_tokens": budget})
-    pq.write_table(pa.table({"model": [model] * len(tokens), "benchmark": [bench] * len(tokens),
-                             "base_answer_tokens": tokens, "cell_settings": [settings] * len(tokens)}),
+    n = len(tokens)  # the key columns every pairs file has (a file without them is foreign: skipped)
+    pq.write_table(pa.table({"run_id": ["r1"] * n, "cell_id": [f"{model}/{bench}"] * n,
+                             "example_id": [f"e{i}" for i in range(n)], "model": [model] * n,
+                             "benchmark": [bench] * n, "base_answer_tokens": tokens,
+                             "cell_settings": [settings] * n}),
                    folder / "s.parquet")
 
 
