@@ -137,7 +137,7 @@ def submit_grid(grid: GridConfig, cluster: ClusterConfig | None = None,
     cluster = cluster or cluster_config(grid.cluster)
     problems = validate_grid(grid) if task is None else []
     if task is None and not problems:  # a results directory nobody can write fails here, not in the queue
-        results_dir.check_writable(grid.results_dir)
+        results_dir.check_writable(grid.results_dir, create=False)  # nothing written before the queue accepts
     grid = absolute_paths(grid)
     job = RayJob(task or GridTask(grid), grid.ray, cluster.cpus_per_task, Path(cluster.log_dir).resolve())
     return submit(cluster, grid.name, job, problems)

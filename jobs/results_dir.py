@@ -93,12 +93,20 @@ def named_io_errors(path: str | os.PathLike[str], doing: str = "writing") -> Ite
         raise results_error(exc, path, doing) from exc
 
 
-def check_writable(root: str | os.PathLike[str]) -> Path:
-    """Create ``root`` if needed and prove a file can be created in it; raises ResultsDirError."""
+def check_writable(root: str | os.PathLike[str], *, create: bool = True) -> Path:
+    """Create ``root`` if needed and prove a file can be created in it; raises ResultsDirError.
+    ``create=False`` (before a Slurm job is queued, when nothing may be written yet): a missing ``root``
+    only needs its nearest existing parent to be a directory this process may write into."""
     root = Path(root)
     if root.exists() and not root.is_dir():
         raise ResultsDirError(f"results_dir {root} is a file, not a directory. Fix: move that file away or "
                               f"set results_dir= to a directory")
+    if not create and not root.exists():
+        parent = next(p for p in root.absolute().parents if p.exists())
+        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+            raise ResultsDirError(f"results_dir {root} cannot be created: {parent} is not a writable directory. "
+                                  "Fix: set results_dir= to a directory you can write")
+        return root
     with named_io_errors(root, "creating the results directory"):
         root.mkdir(parents=True, exist_ok=True)
     probe = root / f".streamgen-write-test-{os.getpid()}"

@@ -107,6 +107,22 @@ def test_results_dir_that_is_a_file(tmp_path: Path) -> None:
     assert path.read_text() == "not a directory"
 
 
+def test_the_check_before_a_slurm_submission_writes_nothing(tmp_path: Path) -> None:
+    """``create=False`` (jobs.executors.submit_grid): a missing results_dir is checked through its parent
+    and not created, so a cluster that then refuses the job leaves nothing behind; a file in the way and
+    a parent this process cannot write are still refused."""
+    assert check_writable(tmp_path / "a" / "b", create=False) == tmp_path / "a" / "b"
+    assert not (tmp_path / "a").exists()
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ResultsDirError, match="not a writable directory.*Fix: set results_dir="):
+        check_writable(tmp_path / "f" / "below", create=False)
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    if os.geteuid() != 0:  # root may write anywhere
+        with pytest.raises(ResultsDirError, match="not a writable directory"):
+            check_writable(locked / "r", create=False)
+
+
 def test_pyarrow_style_error_is_named() -> None:
     # pyarrow's OSError carries the errno only in its message
     text = describe_os_error(OSError("[Errno 28] Error writing bytes to file. Detail: [errno 28] No space"),
