@@ -88,6 +88,9 @@ def report(outcome: PairOutcome, cfg: TryConfig) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(argv):  # not a request to run
+        print(__doc__)
+        return 0
     try:
         text, cfg = parse_args(argv)
         import torch

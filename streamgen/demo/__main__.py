@@ -55,8 +55,12 @@ def serve(cfg: DemoConfig) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(args):
+        print(f"{__doc__}\n{USAGE}")
+        return 0
     try:
-        cfg = parse_args(list(sys.argv[1:] if argv is None else argv))
+        cfg = parse_args(args)
         serve(cfg)
     except ConfigError as exc:
         print(f"error: {exc}\n{USAGE}", file=sys.stderr)
