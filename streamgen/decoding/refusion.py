@@ -118,6 +118,12 @@ def slot_geometry(s: ReFusionSettings, max_new_tokens: int, where: str = "decodi
     return SlotGeometry(gen, block)
 
 
+def with_benchmark(s: ReFusionSettings, benchmark: str) -> ReFusionSettings:
+    """``s`` with ``per_benchmark[benchmark]`` applied (the eval.sh row of that task); ``s`` itself if none."""
+    extra = s.per_benchmark.get(benchmark)
+    return replace(s, **extra) if extra else s
+
+
 def settings_from(decoding: dict[str, Any], family: str = "refusion") -> ReFusionSettings:
     """Parse ``cfg.decoding``; unknown keys and bad values raise one :class:`ConfigError`."""
     known = {f.name for f in fields(ReFusionSettings)}
@@ -178,10 +184,10 @@ class ReFusionDecoder(OverText):
 
     def for_benchmark(self, benchmark: str) -> ReFusionDecoder:
         """A decoder with ``per_benchmark[benchmark]`` applied (same model and meter)."""
-        extra = self.settings.per_benchmark.get(benchmark)
-        if not extra:
+        settings = with_benchmark(self.settings, benchmark)
+        if settings is self.settings:
             return self
-        return ReFusionDecoder(self.model, self.tokenizer, replace(self.settings, **extra),
+        return ReFusionDecoder(self.model, self.tokenizer, settings,
                                max_new_tokens=self.max_new_tokens, device=str(self.engine.device), text=self.text)
 
     def _generation(self, state: SlotState, span: Any) -> Generation:
@@ -281,7 +287,7 @@ def check(cfg: ModelConfig, max_new_tokens: int, benchmark: str) -> list[str]:
     """What would stop ``cfg`` decoding a (benchmark, budget) cell, found before a grid starts."""
     try:
         s = settings_from(dict(cfg.decoding))
-        s = replace(s, **s.per_benchmark.get(benchmark, {}))
+        s = with_benchmark(s, benchmark)
         slot_geometry(s, max_new_tokens, where=f"model {cfg.name} on {benchmark} (budget {max_new_tokens})")
     except ConfigError as exc:
         return list(exc.problems)
