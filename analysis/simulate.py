@@ -10,8 +10,8 @@ user waits from its arrival to the end of this job). A user's queued draft is re
 prefix (latest only per user), and dropped once the user submits. Policies:
 
 - ``always``: drafts and finals in one first-come first-served queue;
-- ``idle_only``: a draft starts only if the device is idle when its segment arrives, else it is
-  dropped; finals queue first-come first-served;
+- ``idle_only``: a draft is queued only if the device is idle when its segment arrives, else it is
+  dropped; finals queue first-come first-served, before queued drafts;
 - ``submitted_first``: finals always go before queued drafts;
 - ``submit_then_decode``: no drafting; each final costs the recorded base run.
 

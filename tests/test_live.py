@@ -83,6 +83,9 @@ def test_every_segment_live_equals_post_hoc_exactly(decoder: Any, clock: FakeClo
                            sleep=clock.sleep)
     assert [t.step for t in live.timing] == [r.step for r in post.ran] == [1, 2, 3]
     assert [t.start_s for t in live.timing] == pytest.approx([r.start_s for r in post.ran], abs=1e-9)
+    # by hand, not through next_step: step i starts at max(t_i, end of step i − 1), each lasting its live wall
+    w1, w2 = (s.answer.wall_s for s in live.steps[:2])
+    assert [t.start_s for t in live.timing] == pytest.approx([1.8, max(3.2, 1.8 + w1), max(4.7, max(3.2, 1.8 + w1) + w2)])
     assert clock.slept[0] == pytest.approx(1.8)  # it waited for the first segment
     end = live.timing[-1].start_s + live.steps[-1].answer.wall_s
     assert end - live.timing[-1].arrival_s == pytest.approx(post.wait_s, abs=1e-9)
@@ -98,6 +101,9 @@ def test_latest_only_live_skips_what_post_hoc_skips(decoder: Any, clock: FakeClo
                            sleep=clock.sleep)
     assert [t.step for t in live.timing] == [r.step for r in post.ran] == [1, 3] and post.skipped == (2,)
     assert [t.start_s for t in live.timing] == pytest.approx([r.start_s for r in post.ran], abs=1e-9)
+    # by hand, not through next_step: step 1 starts at its arrival (1.8), outlasts segments 2 and 3, so the
+    # newest (3) starts the instant step 1's live work ends; tests/test_timing_oracle.py checks many more
+    assert [t.start_s for t in live.timing] == pytest.approx([1.8, 1.8 + live.steps[0].answer.wall_s])
     # the post-hoc final step is modelled (it verifies step 1's draft); on the fake clock the live one
     # costs exactly the law on its real work, so the waits differ by exactly the model's error
     assert post.ran[-1].modelled

@@ -72,3 +72,36 @@ def test_simulate_names_the_fix_for_zero_users_or_reps(args: list[str], tmp_path
     with pytest.raises(SystemExit) as exc:
         simulate.main([str(tmp_path), *args])
     assert exc.value.code == 2 and "pass e.g." in capsys.readouterr().err
+
+
+def test_simulate_p95_and_p50_differ_by_hand() -> None:
+    # one one-step script (arrival 1.0, wall W = 0.5·2 + 0.01·50 = 1.5 s, base B = 3.0 s); spread 0, so all
+    # four users submit at 1.0 and queue first come first served (ties by user): waits W, 2W, 3W, 4W
+    w, b = COST.cost(2, 50), 3.0
+    script = simulate.Script((_s(1.0, 2, 50, 0, 0, 2),), b)
+    rows = {r.policy: r for r in simulate.sweep([script], [4], COST, reps=1, seed=0, spread_s=0.0)}
+    # numpy's linear quantile over the sorted waits x0..x3: position q·3, so p50 between x1 and x2 (2.5·),
+    # p95 at 2.85: x2 + 0.85·(x3 − x2) = 3.85·
+    for policy in ("always", "idle_only", "submitted_first"):
+        assert rows[policy].n == 4 and rows[policy].p50_wait_s == pytest.approx(2.5 * w)
+        assert rows[policy].p95_wait_s == pytest.approx(3.85 * w) and rows[policy].modelled_job_share == 0
+    assert rows["submit_then_decode"].p50_wait_s == pytest.approx(2.5 * b)
+    assert rows["submit_then_decode"].p95_wait_s == pytest.approx(3.85 * b)
+    assert rows["always"].utilisation == pytest.approx(1.0)  # busy 4W from the first arrival to the last end
+
+
+def test_a_step_after_a_modelled_step_verifies_the_modelled_draft() -> None:
+    # step 4's recorded draft was cut to 3 tokens (step 3's recorded answer held 5): after a modelled step 3
+    # it is given that step's own 5-token answer, not the recorded 3-token draft
+    steps = [_s(1.0, 2, 20 + 0 + 1, 0, 0, 2), _s(1.5, 2, 10 + 2 + 1, 2, 2, 2), _s(2.0, 1, 10 + 4 + 0, 4, 4, 1),
+             _s(9.0, 2, 10 + 3 + 1, 3, 3, 2)]
+    out = evaluate(steps, Policy("latest"), COST)
+    e1 = 1.0 + COST.cost(2, 21)  # 2.21: steps 2 (1.5) and 3 (2.0) are in; 3 is the newest, 2 is skipped
+    # step 3 verifies step 1's 2-token draft: accepts 2, generates 5 − 2 = 3 (3 forwards, 2 more than
+    # recorded), feeds step 2's 10 request tokens: 14 + 10 + (2 − 4) + (3 − 1) tokens; it leaves 5 tokens
+    e3 = e1 + COST.cost(3, 14 + 10 - 2 + 2)
+    # step 4 (at 9.0) verifies those 5 tokens: accepts 3, generates 5 − 3 = 2 (2 forwards as recorded),
+    # feeds 5 − 3 = 2 draft tokens more than recorded: 16 tokens, modelled (recorded work: 14)
+    assert [r.step for r in out.ran] == [1, 3, 4] and out.skipped == (2,)
+    assert [r.modelled for r in out.ran] == [False, True, True]
+    assert [r.end_s for r in out.ran] == pytest.approx([e1, e3, 9.0 + COST.cost(2, 16)])
