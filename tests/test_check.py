@@ -9,7 +9,7 @@ import pytest
 
 from streamgen.benchmarks import Example, load_benchmark
 from streamgen.benchmarks.__main__ import main
-from streamgen.benchmarks.check import check_answers
+from streamgen.benchmarks.check import RERUNS, check_answers
 from streamgen.config import ConfigError, benchmark_config, default_data_dir
 
 pytestmark = pytest.mark.skipif(not default_data_dir().is_dir(), reason="no benchmark data")
@@ -64,3 +64,48 @@ def test_an_unusable_sandbox_backend_is_a_problem_up_front() -> None:
     problems = load_benchmark(benchmark_config("humaneval", ["options.sandbox_backend=docker"])).problems()
     assert len(problems) == 1 and "options.sandbox_backend='docker' does not work here" in problems[0]
     assert load_benchmark(benchmark_config("humaneval", ["options.sandbox_backend=rlimit-only"])).problems() == []
+
+
+class _LoadedOnce:
+    """The real HumanEval scorer, except that the first (parallel) batch sees HumanEval/1 fail, as a
+    timing test can under load; every later call scores what it is given. Records each call's ids."""
+
+    def __init__(self, bench, fail_in_batch: bool = True) -> None:  # type: ignore[no-untyped-def]
+        self.bench, self.cfg, self.calls, self.fail_in_batch = bench, bench.cfg, [], fail_in_batch
+
+    def score_many(self, examples, answers, *, workers=1):  # type: ignore[no-untyped-def]
+        self.calls.append([e.example_id for e in examples])
+        if len(self.calls) == 1 and self.fail_in_batch:
+            answers = [FAILING if e.example_id == "HumanEval/1" else a for e, a in zip(examples, answers, strict=True)]
+        return self.bench.score_many(examples, answers, workers=workers)
+
+
+def test_a_load_sensitive_failure_is_rerun_alone_and_counts_when_it_passes() -> None:
+    bench = _humaneval(load_sensitive={"HumanEval/1": "times itself"})
+    examples = bench.examples(limit=3)
+    loaded = _LoadedOnce(bench)
+    report = check_answers(loaded, examples, lambda e: e.reference)  # type: ignore[arg-type]
+    assert loaded.calls == [["HumanEval/0", "HumanEval/1", "HumanEval/2"], ["HumanEval/1"]]
+    assert (report.passed, report.failures, report.reruns) == (3, (), {"HumanEval/1": 1})
+    assert report.ok and "1 passed on a rerun alone" in report.line()
+
+
+def test_a_load_sensitive_example_that_always_fails_is_a_failure_after_every_rerun() -> None:
+    bench = _humaneval(load_sensitive={"HumanEval/1": "times itself"})
+    loaded = _LoadedOnce(bench, fail_in_batch=False)
+    report = check_answers(loaded, bench.examples(limit=3), _second_fails)  # type: ignore[arg-type]
+    assert loaded.calls[1:] == [["HumanEval/1"]] * RERUNS
+    assert [f.example_id for f in report.unexpected] == ["HumanEval/1"] and report.reruns == {}
+
+
+def test_an_undeclared_failure_is_never_rerun() -> None:
+    bench = _humaneval()
+    loaded = _LoadedOnce(bench)
+    report = check_answers(loaded, bench.examples(limit=3), lambda e: e.reference)  # type: ignore[arg-type]
+    assert len(loaded.calls) == 1 and [f.example_id for f in report.unexpected] == ["HumanEval/1"]
+
+
+def test_load_sensitive_must_map_ids_to_reasons() -> None:
+    bench = _humaneval(load_sensitive=["HumanEval/1"])
+    with pytest.raises(ConfigError, match="load_sensitive must map example ids"):
+        check_answers(bench, bench.examples(limit=1), lambda e: e.reference)

@@ -43,6 +43,8 @@ def test_canitedit_references_pass_except_missing_packages() -> None:
     assert report.total == 105 and report.passed >= 105 - len(report.known_failures), report.failures
     for f in report.failures:  # each is a package the environment lacks
         assert _missing_module(f.detail) is not None, f
+    # the timing tests (options.load_sensitive) passed in the batch or on a rerun alone
+    assert set(report.reruns) <= set(bench.cfg.options["load_sensitive"]), report.reruns
 
 
 def test_canitedit_unedited_programs_fail() -> None:

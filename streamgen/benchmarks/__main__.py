@@ -10,7 +10,8 @@
 ``key=value`` arguments override the benchmark's YAML (as for the grid); ``--data-dir`` (or
 ``STREAMGEN_DATA_DIR``) points at the benchmark data. ``check`` exits 1 unless every reference
 passes, except those the YAML declares in ``options.known_failures`` (and none may end in a
-sandbox ``error``); ``--expect N`` also fails it below N passes.
+sandbox ``error``); one declared in ``options.load_sensitive`` that fails is run again alone (up to
+3 times) first; ``--expect N`` also fails it below N passes.
 """
 
 from __future__ import annotations
