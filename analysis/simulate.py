@@ -29,13 +29,18 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from streamgen.config import ConfigError
+from analysis.figures import setting_label
+from analysis.tables import connect, sql_text
+from analysis.timing import example_steps, fit_cost_models, step_facts
+from streamgen.config import ConfigError, TypingConfig
 from streamgen.costmodel import LinearCost
 from streamgen.policies import Chain, StepFacts
+from streamgen.timeline import TypingModel
 
 log = logging.getLogger(__name__)
 
@@ -219,9 +224,48 @@ def _users(text: str) -> list[int]:
                           "bad simulation settings") from None
 
 
+@dataclass(frozen=True)
+class SimulationInputs:
+    scripts: list  # analysis.simulate.Script per replayed example
+    cost: LinearCost | None
+    label: str  # which model setting the scripts come from
+
+
+def simulation_inputs(results_dir: Any, rate: float, model: str | None = None,
+                      cfg: TypingConfig | None = None) -> SimulationInputs:
+    """The replayed examples of one model setting (greedy first) as simulation scripts at ``rate``."""
+    cfg = cfg or TypingConfig()
+    con = connect(results_dir)
+    try:
+        rows = con.sql(sql_text("_typing_inputs")).to_arrow_table().to_pylist()
+    finally:
+        con.close()
+    rows = [r for r in rows if r["live_policy"] is None and (model is None or r["model"] == model)]
+    if not rows:
+        raise ValueError(f"no replayed examples{f' of model {model}' if model else ''} under {results_dir}")
+    picked = one_setting(rows)
+    typist = TypingModel(rate, cfg.sentence_pause_s, cfg.paste_code)
+    scripts = [Script(tuple(step_facts(steps, typist)), steps[0]["base_wall_s"]) for steps in example_steps(picked)]
+    fits = fit_cost_models(picked)
+    cost = next(iter(fits.values())) if len(fits) == 1 else None
+    return SimulationInputs(scripts, cost, setting_label(picked[0]))
+
+
+def one_setting(rows: Sequence[dict]) -> list[dict]:
+    """The rows of the first cell setting (greedy first): a variant (plain or adapted), a verifier mode
+    or a settings tag is another setting, never pooled with this one."""
+    chosen = min(_setting(r) for r in rows)
+    return [r for r in rows if _setting(r) == chosen]
+
+
+def _setting(r: dict) -> tuple:
+    """A row's cell setting, sortable (greedy first, τ ascending; nulls as empty)."""
+    return (r["model"], r["acceptance"], -1.0 if r["tau"] is None else r["tau"],
+            *("" if r[c] is None else r[c] for c in ("variant", "verifier_mode", "settings_tag")))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from analysis.render import Column, markdown
-    from analysis.timing import simulation_inputs
     from analysis.timing_figures import p95_against_users
 
     parser = argparse.ArgumentParser(prog="python -m analysis.simulate", description=__doc__.splitlines()[0])

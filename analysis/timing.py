@@ -42,7 +42,7 @@ class TypingTables:
     cost_models: pa.Table  # the fitted cost model per (model, device)
 
 
-def _examples(rows: Sequence[dict]) -> Iterator[list[dict]]:
+def example_steps(rows: Sequence[dict]) -> Iterator[list[dict]]:
     for _, group in groupby(rows, key=lambda r: (r["run_id"], r["cell_id"], r["example_id"])):
         yield list(group)
 
@@ -52,7 +52,7 @@ def fit_cost_models(rows: Sequence[dict]) -> dict[tuple[str, str], LinearCost | 
     fits: dict[tuple[str, str], LinearCost | None] = {}
     for key, group in groupby(rows, key=lambda r: (r["model"], r["device"])):
         data = []
-        for steps in _examples(list(group)):
+        for steps in example_steps(list(group)):
             data += [(s["forwards"], s["tokens_fed"], s["wall_s"]) for s in steps]
             data.append((steps[0]["base_forwards"], steps[0]["base_tokens_fed"], steps[0]["base_wall_s"]))
         try:
@@ -63,7 +63,7 @@ def fit_cost_models(rows: Sequence[dict]) -> dict[tuple[str, str], LinearCost | 
     return fits
 
 
-def _facts(steps: Sequence[dict], typist: TypingModel) -> list[StepFacts]:
+def step_facts(steps: Sequence[dict], typist: TypingModel) -> list[StepFacts]:
     return [StepFacts(typist.arrival(PrefixCounts(s["prefix_chars"], s["pasted_chars"], s["sentence_ends"])),
                       s["wall_s"], s["forwards"], s["tokens_fed"], s["draft_tokens_in"], s["accepted_tokens"],
                       s["generated_tokens"], s.get("request_tokens"), s.get("cached_tokens")) for s in steps]
@@ -77,7 +77,7 @@ def _row(first: dict, rate: float, policy: str, source: str, **values: Any) -> d
 def _post_hoc(steps: list[dict], cfg: TypingConfig, policies: Sequence[Policy],
               cost: LinearCost | None) -> Iterator[dict]:
     for rate in cfg.chars_per_s:
-        facts = _facts(steps, TypingModel(rate, cfg.sentence_pause_s, cfg.paste_code))
+        facts = step_facts(steps, TypingModel(rate, cfg.sentence_pause_s, cfg.paste_code))
         for policy in policies:
             try:
                 out = evaluate(facts, policy, cost)
@@ -107,7 +107,7 @@ def typing_rows(rows: Sequence[dict], cfg: TypingConfig) -> tuple[list[dict], di
     fits = fit_cost_models(rows)
     policies = policies_of(cfg)
     out: list[dict] = []
-    for steps in _examples(rows):
+    for steps in example_steps(rows):
         if steps[0]["live_policy"] is not None:
             out.append(live_row(steps))
         else:
@@ -197,47 +197,3 @@ def typing_tables(con: duckdb.DuckDBPyConnection, cfg: TypingConfig | None = Non
     con.register("typing_examples", table)
     summary = con.sql(sql_text("typing")).to_arrow_table()
     return TypingTables(table, summary, _cost_table(fits))
-
-
-@dataclass(frozen=True)
-class SimulationInputs:
-    scripts: list  # analysis.simulate.Script per replayed example
-    cost: LinearCost | None
-    label: str  # which model setting the scripts come from
-
-
-def simulation_inputs(results_dir: Any, rate: float, model: str | None = None,
-                      cfg: TypingConfig | None = None) -> SimulationInputs:
-    """The replayed examples of one model setting (greedy first) as simulation scripts at ``rate``."""
-    from analysis.simulate import Script
-    from analysis.tables import connect
-
-    cfg = cfg or TypingConfig()
-    con = connect(results_dir)
-    try:
-        rows = con.sql(sql_text("_typing_inputs")).to_arrow_table().to_pylist()
-    finally:
-        con.close()
-    rows = [r for r in rows if r["live_policy"] is None and (model is None or r["model"] == model)]
-    if not rows:
-        raise ValueError(f"no replayed examples{f' of model {model}' if model else ''} under {results_dir}")
-    picked = one_setting(rows)
-    typist = TypingModel(rate, cfg.sentence_pause_s, cfg.paste_code)
-    scripts = [Script(tuple(_facts(steps, typist)), steps[0]["base_wall_s"]) for steps in _examples(picked)]
-    fits = fit_cost_models(picked)
-    cost = next(iter(fits.values())) if len(fits) == 1 else None
-    return SimulationInputs(scripts, cost, setting_label(picked[0]))
-
-
-def one_setting(rows: Sequence[dict]) -> list[dict]:
-    """The rows of the first cell setting (greedy first): a variant (plain or adapted), a verifier mode
-    or a settings tag is another setting, never pooled with this one."""
-    chosen = min(_setting(r) for r in rows)
-    return [r for r in rows if _setting(r) == chosen]
-
-
-def _setting(r: dict) -> tuple:
-    """A row's cell setting, sortable (greedy first, τ ascending; nulls as empty)."""
-    return (r["model"], r["acceptance"], -1.0 if r["tau"] is None else r["tau"],
-            *("" if r[c] is None else r[c] for c in ("variant", "verifier_mode", "settings_tag")))
-

@@ -23,97 +23,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobs.shards import Shard
 from jobs.shared_work import sharing_key
-from streamgen.cells import Cell
+from jobs.tasks import DecodedShard, ExampleResult, ExampleTask, ShardTask
 from streamgen.config import ModelConfig
 from streamgen.decoding.acceptance import make_rule
 from streamgen.decoding.base import Decoder
 from streamgen.decoding.meter import MeterReading
 
 if TYPE_CHECKING:  # the driver imports this module without torch/transformers; actors import them
-    from jobs.rows import RowContext
     from streamgen.decoding.family import ModelFamily
-    from streamgen.stream import PairOutcome, StreamRequest
+    from streamgen.stream import PairOutcome
     from streamgen.weights import LoadedModel
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ExampleTask:
-    """One example of a shard: the benchmark's example, its request (None when excluded up front),
-    its run order and its segment count."""
-
-    example: Any  # streamgen.benchmarks.Example (scored on the CPU worker)
-    request: StreamRequest | None
-    base_first: bool
-    n_segments: int
-    excluded: str | None = None  # reason decided before decoding (one segment)
-
-    @property
-    def example_id(self) -> str:
-        return self.example.example_id
-
-
-@dataclass(frozen=True)
-class ShardTask:
-    """One shard, built once by the driver (``jobs.plan.GridPlan.task``) and carried whole: the actor
-    decodes it, a CPU worker scores it and builds its rows (``jobs.rows``)."""
-
-    shard: Shard
-    run_id: str
-    code_version: str
-    examples: tuple[ExampleTask, ...]
-
-    @property
-    def cell(self) -> Cell:
-        return self.shard.cell
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    def row_context(self, device: str = "unknown", actor_id: str | None = None,
-                    thresholds: tuple[float | None, float | None] = (None, None),
-                    numerics: str | None = None) -> RowContext:
-        from jobs.rows import RowContext
-
-        return RowContext(self.cell, self.run_id, self.shard.shard_id, self.code_version, device, actor_id,
-                          thresholds, numerics)
-
-
-@dataclass(frozen=True)
-class ExampleResult:
-    """What the actor did for one example: the paired outcome, or the error that stopped it."""
-
-    example_id: str
-    base_first: bool
-    outcome: PairOutcome | None
-    error_type: str | None = None
-    error_traceback: str | None = None
-    wall_s: float = 0.0  # both runs, end to end (a shared base run / step 1 counts where it ran)
-    forward_wall_s: float = 0.0  # inside the model forwards this pair executed (shared ones once)
-    forwards_executed: int = 0  # model calls this pair executed (shared ones once; a failed pair: those before it raised)
-
-
-@dataclass(frozen=True)
-class DecodedShard:
-    shard_id: str
-    actor_id: str
-    device: str
-    results: tuple[ExampleResult, ...]
-    busy_s: float  # wall time of this shard's pairs on the actor (+ the unit's other time: first shard)
-    forward_wall_s: float
-    load_s: float  # the actor's model load, reported with its first shard only (0.0 afterwards)
-    cpu_s: float = 0.0  # CPU time of the actor process during run_shard (contention-independent)
-    thresholds: tuple[float | None, float | None] = (None, None)  # effective (slot, token): ReFusion only
-    numerics: str | None = None  # JSON: the actor's streamgen.numerics.NumericsRecord
-
-    @property
-    def forwards_executed(self) -> int:
-        """Model calls the actor executed for this shard (a shared base run / step 1 counts once, in
-        the shard whose pair ran it)."""
-        return sum(r.forwards_executed for r in self.results)
 
 
 @dataclass(frozen=True)

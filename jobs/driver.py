@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import results_dir, stop_signals
-from jobs.actors import DecodedShard, ShardTask, spawn_actor_for, submit_unit
+from jobs.actors import spawn_actor_for, submit_unit
 from jobs.plan import GridPlan, plan_grid
 from jobs.progress import GridProgress
 from jobs.ray_env import start_ray, stop_ray
@@ -37,6 +37,7 @@ from jobs.rows import ShardRows, failed_shard_rows, remote_score_unit
 from jobs.scheduler import Decoded, Finished, Scheduler, WorkUnit
 from jobs.shards import Shard
 from jobs.shared_work import group_shards
+from jobs.tasks import DecodedShard, ShardTask
 from jobs.writer import ResultWriter
 from streamgen.config import GridConfig
 from streamgen.records import SCHEMA_VERSION, RunRecord

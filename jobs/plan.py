@@ -21,8 +21,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from jobs.actors import ExampleTask, ShardTask
 from jobs.shards import Shard, expand_cells, expand_shards
+from jobs.tasks import ExampleTask, ShardTask
 from streamgen.cells import effective_system_prompt
 from streamgen.config import (
     GRANULARITIES,

@@ -23,8 +23,9 @@ import logging
 import time
 import traceback as tb
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
+from jobs.tasks import DecodedShard, ExampleResult, ExampleTask, ShardTask
 from streamgen.benchmarks import Score
 from streamgen.benchmarks.base import score_columns
 from streamgen.cells import Cell, settings_json
@@ -34,11 +35,8 @@ from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord
 from streamgen.stream import PairOutcome
 from streamgen.timeline import prefix_counts
 
-if TYPE_CHECKING:  # annotations only: jobs.actors builds a RowContext through this module
-    from jobs.actors import DecodedShard, ExampleResult, ExampleTask, ShardTask
-
 __all__ = ["SHARD_FAILED", "RowContext", "Rows", "ShardRows", "draft_fingerprint", "error_rows", "excluded_rows",
-           "failed_shard_rows", "outcome_rows", "remote_score_unit", "score_shard", "score_unit"]
+           "failed_shard_rows", "outcome_rows", "remote_score_unit", "score_shard", "score_unit", "shard_context"]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +77,14 @@ class RowContext:
             "tie_guard": cell.tie_guard, "numerics": self.numerics,
             "live_every_k": live.every_k if live is not None and live.live_policy == "every_k" else None,
         }
+
+
+def shard_context(task: ShardTask, device: str = "unknown", actor_id: str | None = None,
+                  thresholds: tuple[float | None, float | None] = (None, None),
+                  numerics: str | None = None) -> RowContext:
+    """The row context of a shard's rows: its cell, run, shard id and code version, and where it ran."""
+    return RowContext(task.cell, task.run_id, task.shard.shard_id, task.code_version, device, actor_id,
+                      thresholds, numerics)
 
 
 class Rows(NamedTuple):
@@ -209,7 +215,7 @@ def score_shard(task: ShardTask, decoded: DecodedShard) -> ShardRows:
     benchmark = load_benchmark(task.cell.benchmark)
     scores = benchmark.score_many(flat, answers, workers=1) if scorable else []
     score_of = {r.example_id: (scores[2 * i], scores[2 * i + 1]) for i, r in enumerate(scorable)}
-    ctx = task.row_context(decoded.device, decoded.actor_id, decoded.thresholds, decoded.numerics)
+    ctx = shard_context(task, decoded.device, decoded.actor_id, decoded.thresholds, decoded.numerics)
     results = {r.example_id: r for r in decoded.results}
     pairs: list[PairRecord] = []
     steps: list[StepRecord] = []
@@ -234,7 +240,7 @@ def _rows(ctx: RowContext, ex: ExampleTask, result: ExampleResult, scores: tuple
 
 def failed_shard_rows(task: ShardTask, error: str, device: str = "unknown") -> ShardRows:
     """Error rows for every example of a shard that could not be decoded (its actor kept dying)."""
-    ctx = task.row_context(device)
+    ctx = shard_context(task, device)
     pairs = tuple(error_rows(ctx, ex.example_id, ex.n_segments, SHARD_FAILED, error).pair for ex in task.examples)
     return ShardRows(pairs, (), len(pairs), 0, 0.0)
 

@@ -444,8 +444,14 @@ def validate_grid(grid: GridConfig) -> list[str]:
     p.extend(validate_typing(grid.typing, live=True))
     if grid.cluster not in available("cluster"):
         p.append(f"cluster={grid.cluster!r} unknown: known are {', '.join(available('cluster'))}")
-    p.extend(config_checks.value_problems(grid))
-    p.extend(config_checks.list_problems(grid))
+    p.extend(config_checks.value_problems(
+        max_new_tokens=grid.max_new_tokens, shard_timeout_s=grid.shard_timeout_s, cluster=grid.cluster,
+        object_store_mb=grid.ray.object_store_mb, num_cpus=grid.ray.num_cpus, num_gpus=grid.ray.num_gpus))
+    p.extend(config_checks.list_problems({
+        "models": grid.models, "benchmarks": grid.benchmarks, "acceptance": grid.acceptance, "taus": grid.taus,
+        "verifier_modes": grid.verifier_modes, "typing.chars_per_s": grid.typing.chars_per_s,
+        "typing.policies": grid.typing.policies,
+        **{f"examples.{bench}": list(ids) for bench, ids in grid.examples.items()}}))
     return p
 
 

@@ -1,18 +1,18 @@
 """Strict values of a grid config, and override paths that cannot be merged, as problem lines for
 :func:`streamgen.config.validate_grid` and :func:`streamgen.config.load` (checked with every other
-problem, before anything is written or started)."""
+problem, before anything is written or started).
+
+The checks take the values they check, not the config itself, so this module needs nothing of
+``streamgen.config`` (which imports it): no import circle, not even a type-only one."""
 
 from __future__ import annotations
 
 import math
 import os
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields, is_dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from streamgen.config import GridConfig
+from typing import Any
 
 # Ray refuses a smaller object store (ray_constants.OBJECT_STORE_MINIMUM_MEMORY_BYTES: 75 MiB)
 RAY_MIN_OBJECT_STORE_MB = 75
@@ -39,16 +39,9 @@ def _no_duplicates(key: str, values: Sequence[Any]) -> list[str]:
             f"write {key}=[{','.join(map(str, kept))}]"]
 
 
-def list_problems(grid: GridConfig) -> list[str]:
-    """Duplicates in every list that expands into cells or examples."""
-    p = [*_no_duplicates("models", grid.models), *_no_duplicates("benchmarks", grid.benchmarks),
-         *_no_duplicates("acceptance", grid.acceptance), *_no_duplicates("taus", grid.taus),
-         *_no_duplicates("verifier_modes", grid.verifier_modes),
-         *_no_duplicates("typing.chars_per_s", grid.typing.chars_per_s),
-         *_no_duplicates("typing.policies", grid.typing.policies)]
-    for bench, ids in grid.examples.items():
-        p.extend(_no_duplicates(f"examples.{bench}", list(ids)))
-    return p
+def list_problems(lists: Mapping[str, Sequence[Any]]) -> list[str]:
+    """Duplicates in every named list (the grid's lists that expand into cells or examples)."""
+    return [line for name, values in lists.items() for line in _no_duplicates(name, values)]
 
 
 def _physical_mb() -> int | None:
@@ -58,24 +51,26 @@ def _physical_mb() -> int | None:
         return None
 
 
-def value_problems(grid: GridConfig) -> list[str]:
-    """Bounds of the grid's numbers: a budget of ≥ 1 token, positive timeouts, Ray's store limits."""
+def value_problems(*, max_new_tokens: int | None, shard_timeout_s: float, cluster: str, object_store_mb: int,
+                   num_cpus: int | None, num_gpus: int | None) -> list[str]:
+    """Bounds of the grid's numbers: a budget of ≥ 1 token, positive timeouts, Ray's store limits
+    (``object_store_mb``, ``num_cpus``, ``num_gpus``: the grid's ``ray`` block)."""
     p: list[str] = []
-    if grid.max_new_tokens is not None and grid.max_new_tokens < 1:
-        p.append(f"max_new_tokens={grid.max_new_tokens} must be ≥ 1 (tokens per answer; null: the benchmark's own)")
-    if not (math.isfinite(grid.shard_timeout_s) and grid.shard_timeout_s > 0):
-        p.append(f"shard_timeout_s={grid.shard_timeout_s} must be > 0 seconds (e.g. shard_timeout_s=1800)")
-    store = grid.ray.object_store_mb
+    if max_new_tokens is not None and max_new_tokens < 1:
+        p.append(f"max_new_tokens={max_new_tokens} must be ≥ 1 (tokens per answer; null: the benchmark's own)")
+    if not (math.isfinite(shard_timeout_s) and shard_timeout_s > 0):
+        p.append(f"shard_timeout_s={shard_timeout_s} must be > 0 seconds (e.g. shard_timeout_s=1800)")
+    store = object_store_mb
     if store < RAY_MIN_OBJECT_STORE_MB:
         p.append(f"ray.object_store_mb={store} is below Ray's minimum of {RAY_MIN_OBJECT_STORE_MB} MiB: "
                  f"e.g. ray.object_store_mb=256")
-    elif grid.cluster in _ON_THIS_MACHINE and (memory := _physical_mb()) is not None and store > memory:
+    elif cluster in _ON_THIS_MACHINE and (memory := _physical_mb()) is not None and store > memory:
         p.append(f"ray.object_store_mb={store} exceeds this machine's {memory} MiB of memory: "
                  f"e.g. ray.object_store_mb=256")
-    if grid.ray.num_cpus is not None and grid.ray.num_cpus < 1:
-        p.append(f"ray.num_cpus={grid.ray.num_cpus} must be ≥ 1 (or null: workers + score_workers)")
-    if grid.ray.num_gpus is not None and grid.ray.num_gpus < 0:
-        p.append(f"ray.num_gpus={grid.ray.num_gpus} must be ≥ 0 (or null: what Ray finds)")
+    if num_cpus is not None and num_cpus < 1:
+        p.append(f"ray.num_cpus={num_cpus} must be ≥ 1 (or null: workers + score_workers)")
+    if num_gpus is not None and num_gpus < 0:
+        p.append(f"ray.num_gpus={num_gpus} must be ≥ 0 (or null: what Ray finds)")
     return p
 
 

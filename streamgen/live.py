@@ -14,16 +14,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from streamgen.config import LIVE_POLICIES, ConfigError, TypingConfig
 from streamgen.decoding.acceptance import AcceptanceRule
 from streamgen.decoding.base import Decoder, StepResult
 from streamgen.policies import Policy
+from streamgen.request import StreamRequest
 from streamgen.timeline import TypingModel, arrival_times
-
-if TYPE_CHECKING:
-    from streamgen.stream import StreamRequest
 
 __all__ = ["LiveSettings", "StepTiming", "run_stream_live"]
 

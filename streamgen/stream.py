@@ -14,41 +14,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from streamgen.chat import Message
 from streamgen.config import ConfigError
 from streamgen.decoding.acceptance import AcceptanceRule
 from streamgen.decoding.base import Decoder, Generation, StepResult
 from streamgen.live import LiveSettings, StepTiming, run_stream_live
+from streamgen.request import StreamRequest
 
 log = logging.getLogger(__name__)
 
 
 class RequestError(ConfigError):
     """A request the procedure cannot run (empty, or too long for the model); names the fix."""
-
-
-@dataclass(frozen=True)
-class StreamRequest:
-    """One example as the user composes it: fixed history, then the final user turn in segments."""
-
-    example_id: str
-    history: tuple[Message, ...]
-    segments: tuple[str, ...]
-    system_prompt: str | None = None
-
-    @property
-    def text(self) -> str:
-        return "".join(self.segments)
-
-    def prefix(self, i: int) -> str:
-        """Segments 1..i concatenated (``prefix(n)`` is the complete request)."""
-        return "".join(self.segments[:i])
-
-    def messages(self, i: int | None = None) -> list[Message]:
-        """System prompt (if any) + history + the user turn as it stands after ``i`` segments."""
-        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        user = {"role": "user", "content": self.text if i is None else self.prefix(i)}
-        return [*system, *(dict(m) for m in self.history), user]
 
 
 @dataclass(frozen=True)

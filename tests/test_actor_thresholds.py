@@ -3,7 +3,7 @@ change what is decoded, and land in the rows (``pairs.slot_threshold`` / ``pairs
 
 from __future__ import annotations
 
-from jobs.rows import outcome_rows
+from jobs.rows import outcome_rows, shard_context
 from streamgen.benchmarks import Example
 from streamgen.cells import Cell
 from streamgen.config import benchmark_config, model_config
@@ -13,8 +13,9 @@ REQ = StreamRequest("e1", (), ("Write a function that adds two numbers. ", "Use 
 
 
 def test_per_benchmark_thresholds_reach_the_decoder_and_the_rows() -> None:
-    from jobs.actors import ExampleTask, ModelActor, ShardTask
+    from jobs.actors import ModelActor
     from jobs.shards import Shard
+    from jobs.tasks import ExampleTask, ShardTask
 
     # scripted calibrated: position 3 has probability 0.6, so τ_tok 0.7 sends its slot to the infill path
     cfg = model_config("scripted-refusion-calibrated", ["decoding.per_benchmark.coedit.token_threshold=0.7"])
@@ -29,6 +30,6 @@ def test_per_benchmark_thresholds_reach_the_decoder_and_the_rows() -> None:
     base = {b: s.results[0].outcome.base for b, s in shards.items()}
     assert base["coedit"].token_ids == base["mbpp"].token_ids  # same answer, other cost:
     assert base["coedit"].forwards > base["mbpp"].forwards  # the override sent a slot to the infill path
-    ctx = task("coedit").row_context("cpu", None, shards["coedit"].thresholds)
+    ctx = shard_context(task("coedit"), "cpu", None, shards["coedit"].thresholds)
     pair = outcome_rows(shards["coedit"].results[0].outcome, ctx).pair
     assert (pair.slot_threshold, pair.token_threshold) == (1.0, 0.7)

@@ -8,6 +8,7 @@ import pytest
 
 from analysis.fingerprints import differing_keys
 from jobs.plan import plan_grid
+from jobs.rows import shard_context
 from jobs.shards import Cell
 from streamgen.cells import cell_fingerprint, effective_system_prompt
 from streamgen.config import benchmark_config, grid_config, model_config
@@ -57,7 +58,7 @@ def test_the_model_prompt_then_the_benchmarks_reach_both_runs_rendered() -> None
     shard = dataclasses.replace(shard, cell=dataclasses.replace(shard.cell, model=model))
     task = plan.task(shard, "r", "test")
     request, ex = task.examples[0].request, task.examples[0]
-    assert task.row_context().cell is shard.cell  # one carrier: the rows' cell is the grid's object
+    assert shard_context(task).cell is shard.cell  # one carrier: the rows' cell is the grid's object
     assert request is not None and ex.n_segments == len(request.segments) == len(plan.segments[("mbpp", ex.example_id)])
     bench_prompt = shard.cell.benchmark.system_prompt
     assert request is not None and bench_prompt

@@ -130,6 +130,23 @@ def test_two_tabs_do_not_see_each_others_drafts(browser, server, decoder):
     a.close(), b.close()
 
 
+def test_a_submit_after_deleting_the_trailing_fragment_still_answers(browser, server, decoder):
+    """Typed 'Hi there. How are', deleted back to 'Hi there. ', submitted: the submit adds no segment
+    to the one already drafted, and the page still gets the final step and the base answer."""
+    page = _open(browser, server)
+    page.locator("#request").press_sequentially("Hi there. How are", delay=5)
+    page.wait_for_function("Number(document.getElementById('status').dataset.steps) >= 1", timeout=120_000)
+    for _ in range(len("How are")):
+        page.locator("#request").press("Backspace")
+    assert page.input_value("#request") == "Hi there. "
+    _submit_and_wait(page)
+    final = page.locator("#steps tbody tr").last.locator("td")
+    assert final.nth(0).inner_text().endswith("final")
+    assert _tokens(page, "#answer") == decoder.generate(user("Hi there. ")).token_ids
+    assert "token for token: yes" in page.inner_text("#same")
+    page.close()
+
+
 def test_a_request_too_long_for_the_context_gets_a_message_and_the_page_recovers(browser, server, decoder):
     long = "Please add these numbers together carefully. " * 60
     assert decoder.count_request_tokens(user(long)) + decoder.max_new_tokens > MAX_CONTEXT

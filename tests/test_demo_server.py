@@ -119,6 +119,69 @@ def test_typing_drafts_each_segment_and_the_answer_equals_the_base_answer(decode
     assert fin["wait_s"] >= fin["residual_wall_s"] > 0
 
 
+@pytest.mark.parametrize("policy,drafted", [("every", [1, 2]), ("latest", [2])])
+def test_a_submit_that_adds_no_segment_still_runs_the_final_step(decoder, policy, drafted):
+    """Typed 'A. B. Ret' (two completed segments, drafted), then 'Ret' deleted and submitted: the submit
+    adds no segment and the policy has nothing left to draft, yet the final step runs on the submitted
+    text, verifying the held draft, and the answer is the base answer of that text."""
+    segs = segment(REQUEST)
+    submitted = "".join(segs[:2])
+    with client_for(decoder, policy=policy) as client:
+        sid = open_session(client)
+        res = client.post(f"/api/sessions/{sid}/text", json={"text": submitted + "Ret"})
+        assert res.json()["segments"] == 2
+        wait_for(lambda: (s := state(client, sid)["steps"]) and s[-1]["step"] == 2, what="prefix 2 drafted")
+        done = submit_and_wait(client, sid, submitted)
+    steps, fin = done["steps"], done["finished"]
+    assert [s["step"] for s in steps] == [*drafted, 2] and [s["final"] for s in steps] == [False] * len(drafted) + [True]
+    held, final = steps[-2], steps[-1]
+    assert final["segments"] == 2 and final["draft_in_id"] == held["answer_id"]  # the held draft, verified
+    assert final["draft_tokens_in"] == held["accepted_tokens"] + held["generated_tokens"]
+    base = decoder.generate(user(submitted)).token_ids
+    assert tuple(fin["answer_tokens"]) == base == tuple(fin["base_answer_tokens"])
+    assert fin["residual_forwards"] == final["forwards"] == max(1, final["generated_tokens"])
+
+
+def test_a_submit_right_after_an_update_with_nothing_new_ends_done(decoder):
+    """The race of the page's own submit: an update completes prefix 2 and the submit of the same two
+    segments follows at once, while prefix 2 may still be drafting; the session must still end done."""
+    segs = segment(REQUEST)
+    submitted = "".join(segs[:2])
+    with client_for(decoder, policy="latest") as client:
+        sid = open_session(client)
+        assert client.post(f"/api/sessions/{sid}/text", json={"text": submitted + "Ret"}).status_code == 200
+        done = submit_and_wait(client, sid, submitted)
+    assert done["steps"][-1]["final"] and done["steps"][-1]["segments"] == 2
+    assert tuple(done["finished"]["answer_tokens"]) == decoder.generate(user(submitted)).token_ids
+
+
+def test_of_two_submits_racing_one_is_refused(decoder):
+    """Two submits of one tab both pass the first status check while the context check runs on the model
+    thread; the second must then be refused (409), not register its text after the first."""
+    import asyncio
+
+    from streamgen.decoding.acceptance import make_rule
+    from streamgen.demo.session import DemoInputError, DemoSession, Limits
+    from streamgen.demo.worker import ModelWorker
+    from streamgen.segment import SentenceSegmenter
+
+    async def race() -> list[object]:
+        worker = ModelWorker(decoder)
+        session = DemoSession("race", worker, SentenceSegmenter(), make_rule("greedy"), Policy("latest"),
+                              Limits(max_chars=2000, max_updates_per_s=20))
+        try:
+            out = await asyncio.gather(session.update(REQUEST, submit=True),
+                                       session.update(OTHER, submit=True), return_exceptions=True)
+            assert "".join(session.segments) == REQUEST  # the first submit's text, untouched
+            return out
+        finally:
+            await session.release("test over")
+            worker.close()
+
+    first, second = asyncio.run(race())
+    assert first is None and isinstance(second, DemoInputError) and second.status == 409
+
+
 def test_two_sessions_keep_their_own_drafts(decoder, base_tokens):
     with client_for(decoder, policy="every") as client:
         a, b = open_session(client), open_session(client)

@@ -188,3 +188,45 @@ def test_type_checking_imports_are_not_edges(tmp_path: Path) -> None:
     assert find_cycle(graph) is None
     (tmp_path / "streamgen" / "c.py").write_text("import streamgen.a\n")
     assert find_cycle(import_graph(tmp_path)) == ["streamgen.a", "streamgen.c", "streamgen.a"]
+
+
+# --------------------------------------------------------------------------------------------
+# No import circle at all among our modules, counting every import a reader has to follow: those
+# inside functions and those under ``if TYPE_CHECKING:`` too (a type-only circle still means two
+# modules that each need the other to be read). Shared types live in the module that owns them
+# (jobs.tasks, streamgen.request, analysis.simulate's inputs).
+# --------------------------------------------------------------------------------------------
+
+
+def reader_graph(root: Path = ROOT, packages: Collection[str] = PACKAGES) -> dict[str, set[str]]:
+    """module → our modules it imports anywhere (top level, functions, ``TYPE_CHECKING`` blocks)."""
+    files = {module_name(p, root): p for pkg in packages for p in sorted((root / pkg).rglob("*.py"))}
+    return {m: {n for n in imported_modules(p, root) if n in files and n != m} for m, p in files.items()}
+
+
+def test_no_import_circle_even_type_only_or_inside_functions() -> None:
+    graph = reader_graph()
+    assert {"jobs.tasks", "streamgen.request"} <= set(graph)
+    cycle = find_cycle(graph)
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+@pytest.mark.parametrize("importer,imported", [
+    ("jobs.tasks", "jobs.rows"),            # the old ShardTask.row_context
+    ("streamgen.live", "streamgen.stream"),  # the old TYPE_CHECKING import of StreamRequest
+    ("analysis.timing", "analysis.simulate"),  # the old function-level import of Script
+])
+def test_each_old_circle_would_be_caught(importer: str, imported: str) -> None:
+    graph = reader_graph()
+    graph[importer].add(imported)
+    cycle = find_cycle(graph)
+    assert cycle is not None and importer in cycle and imported in cycle, cycle
+
+
+def test_the_reader_graph_counts_type_checking_imports(tmp_path: Path) -> None:
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from jobs import b\n")
+    (tmp_path / "jobs" / "b.py").write_text("def f():\n    import jobs.a\n")
+    graph = reader_graph(tmp_path, ("jobs",))
+    assert graph == {"jobs.a": {"jobs.b"}, "jobs.b": {"jobs.a"}}
+    assert find_cycle(graph) == ["jobs.a", "jobs.b", "jobs.a"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from analysis import simulate
-from analysis.timing import one_setting
+from analysis.simulate import one_setting
 from streamgen.costmodel import LinearCost
 from streamgen.policies import Policy, StepFacts, evaluate
 

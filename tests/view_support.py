@@ -8,7 +8,7 @@ from pathlib import Path
 
 from jobs.actors import ModelActor
 from jobs.plan import plan_grid
-from jobs.rows import error_rows, score_shard
+from jobs.rows import error_rows, score_shard, shard_context
 from jobs.writer import ResultWriter
 from streamgen.config import grid_config
 from streamgen.records import PairRecord, to_table, write_parquet_atomic
@@ -29,6 +29,6 @@ def scripted_results(root: Path, limit: int = 3) -> Path:
             rows = score_shard(task, actor.run_shard(task))
             writer.write_shard(shard, rows.pairs, rows.steps)
     task = plan.task(plan.shards[0], "run-1", "test")
-    error = error_rows(task.row_context("cpu"), ERROR_EXAMPLE, 3, RuntimeError("verifier crashed")).pair
+    error = error_rows(shard_context(task, "cpu"), ERROR_EXAMPLE, 3, RuntimeError("verifier crashed")).pair
     write_parquet_atomic(to_table([error], PairRecord), root / "pairs" / "extra" / "error.parquet")
     return root

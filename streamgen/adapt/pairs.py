@@ -1,7 +1,8 @@
 """Prefix → answer training pairs (paper §7: the answer to the complete request, given only a prefix).
 
-Each request is cut by the project's segmenter (the one the grid streams with); prefix ``i`` is
-segments 1..i. Pairs are made for the incomplete prefixes 1..n−1, plus the complete request when
+Each request is cut by the segmenter the caller passes; the pipeline always passes the sentence
+segmenter (the default grid's granularity), whatever ``granularity`` an evaluation grid uses
+(docs/adaptation.md). Prefix ``i`` is segments 1..i. Pairs are made for the incomplete prefixes 1..n−1, plus the complete request when
 ``include_complete`` is set, so the model keeps answering complete requests as before. A request of
 one segment has no incomplete prefix (and is excluded from evaluation alike, paper §4).
 

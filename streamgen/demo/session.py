@@ -3,7 +3,8 @@
 Text updates register completed segments (every segment but the one still being typed; all of them
 on submit) with their arrival times; a drafter task asks :func:`streamgen.demo.schedule.next_prefix`
 what to draft and runs that step of the tab's own :class:`StreamSession` on the model worker. After
-submit it runs the final (residual) step, then the base decode of the same request on the same model
+submit it runs the final (residual) step on the submitted text, whatever the policy had drafted
+(also when the submit added no segment), then the base decode of the same request on the same model
 (submit-then-decode, measured). The page reads :meth:`DemoSession.snapshot` (pushed on every change).
 """
 
@@ -138,6 +139,8 @@ class DemoSession:
             raise DemoInputError("the request is empty: type a request before submitting", 400)
         if segs:
             await self._check_fits(segs)
+        if self.status in ("submitted", "done", "released"):  # a submit landed while this one was checked
+            raise DemoInputError(f"this request was already {self.status}: press New request to start another", 409)
         done = segs if submit else segs[:-1]
         keep = _common(self.segments, done)
         del self.segments[keep:], self.arrivals[keep:]
@@ -171,8 +174,14 @@ class DemoSession:
                 while (j := next_prefix(self.policy, self.last, self._now(), self.arrivals,
                                         self.submitted_at is not None)) is not None:
                     await self._run_step(j)
-                if self.submitted_at is not None and self.finished is None and self.steps \
-                        and self.steps[-1].final:
+                if self.submitted_at is not None and self.finished is None:
+                    if not (self.steps and self.steps[-1].final):
+                        # The policy has nothing left to draft, yet no step ran on the submitted text
+                        # as final: the submit added no segment (its text ended where an earlier
+                        # update's completed segments did, or it dropped a fragment they held), or it
+                        # came while a speculative step of the last prefix ran. The final step runs on
+                        # the submitted text anyway, verifying the draft it holds.
+                        await self._run_step(len(self.segments))
                     await self._finish()
         except asyncio.CancelledError:
             raise
