@@ -2,8 +2,10 @@
 
 ``_typing_inputs.sql`` gives the recorded steps; per (model, device) a cost model is fitted on the
 recorded steps and base runs (:func:`streamgen.costmodel.fit_cost_model`); each replayed example is
-evaluated post hoc under each rate of the typing config and each policy
-(:func:`streamgen.policies.evaluate`), and each live example contributes the wait it really had.
+evaluated post hoc under each rate of the typing config and each policy — over arrays, all
+examples and rates at once (:mod:`analysis.post_hoc`, equal to :func:`streamgen.policies.evaluate`
+run per example, which ``tests/typing_reference.py`` keeps as the reference) — and each live
+example contributes the wait it really had.
 The rows become the ``typing_examples`` view; ``typing.sql`` aggregates them into the ``typing``
 table. Definitions: docs/timing.md.
 """
@@ -17,14 +19,16 @@ from itertools import groupby
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from analysis.figures import setting_label
+from analysis.post_hoc import StepColumns, arrivals_at, lane_blocks, post_hoc_lanes
 from analysis.render import Column, markdown
 from analysis.tables import sql_text
 from streamgen.config import TypingConfig, load, raise_if_problems, validate_typing
 from streamgen.costmodel import CostModelError, LinearCost, fit_cost_model
-from streamgen.policies import Policy, StepFacts, evaluate, policies_of
+from streamgen.policies import Policy, StepFacts, policies_of
 from streamgen.timeline import PrefixCounts, TypingModel
 
 log = logging.getLogger(__name__)
@@ -48,19 +52,47 @@ def example_steps(rows: Sequence[dict]) -> Iterator[list[dict]]:
 
 
 def fit_cost_models(rows: Sequence[dict]) -> dict[tuple[str, str], LinearCost | None]:
-    """Per (model, device): every recorded step plus each example's base run; None when unfittable."""
+    """:func:`fit_cost_columns` over rows of ``_typing_inputs`` as dicts (the simulation's few examples)."""
+    return fit_cost_columns(pa.Table.from_pylist(list(rows))) if rows else {}
+
+
+def fit_cost_columns(inputs: pa.Table, offsets: np.ndarray | None = None) -> dict[tuple[str, str], LinearCost | None]:
+    """Per (model, device): every recorded step plus each example's base run (after its steps); None
+    when unfittable. ``inputs``: ``_typing_inputs`` rows (sorted by model and device first)."""
+    offsets = example_offsets(inputs) if offsets is None else offsets
+    starts = offsets[:-1]
+    model, device = (inputs.column(c).take(starts).to_pylist() for c in ("model", "device"))
+    cols = {c: inputs.column(c).to_numpy(zero_copy_only=False)
+            for c in ("forwards", "tokens_fed", "wall_s", "base_forwards", "base_tokens_fed", "base_wall_s")}
     fits: dict[tuple[str, str], LinearCost | None] = {}
-    for key, group in groupby(rows, key=lambda r: (r["model"], r["device"])):
-        data = []
-        for steps in example_steps(list(group)):
-            data += [(s["forwards"], s["tokens_fed"], s["wall_s"]) for s in steps]
-            data.append((steps[0]["base_forwards"], steps[0]["base_tokens_fed"], steps[0]["base_wall_s"]))
+    e = 0
+    while e < len(starts):
+        key = (model[e], device[e])
+        e1 = e
+        while e1 < len(starts) and (model[e1], device[e1]) == key:
+            e1 += 1
+        rows = slice(offsets[e], offsets[e1])
+        ends = offsets[e + 1:e1 + 1] - offsets[e]  # after each example's steps: its base run
+        data = [np.insert(cols[c][rows], ends, cols[f"base_{c}"][starts[e:e1]]) for c in ("forwards", "tokens_fed", "wall_s")]
         try:
-            fits[key] = fit_cost_model(*zip(*data, strict=True))
+            fits[key] = fit_cost_model(*data)
         except CostModelError as exc:
             log.warning("no cost model for %s on %s: %s", *key, exc)
             fits[key] = None
+        e = e1
     return fits
+
+
+def example_offsets(inputs: pa.Table) -> np.ndarray:
+    """Where each example's steps start in ``_typing_inputs`` (and the row count at the end)."""
+    if inputs.num_rows == 0:
+        return np.zeros(1, np.int64)
+    new = np.zeros(inputs.num_rows, bool)
+    new[0] = True
+    for c in ("run_id", "cell_id", "example_id"):
+        codes = inputs.column(c).combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
+        new[1:] |= codes[1:] != codes[:-1]
+    return np.append(np.flatnonzero(new), inputs.num_rows).astype(np.int64)
 
 
 def step_facts(steps: Sequence[dict], typist: TypingModel) -> list[StepFacts]:
@@ -72,21 +104,6 @@ def step_facts(steps: Sequence[dict], typist: TypingModel) -> list[StepFacts]:
 def _row(first: dict, rate: float, policy: str, source: str, **values: Any) -> dict:
     return {**{k: first[k] for k in (*CELL, "device", "example_id")}, "chars_per_s": rate, "policy": policy,
             "source": source, "base_wait_s": first["base_wall_s"], **values}
-
-
-def _post_hoc(steps: list[dict], cfg: TypingConfig, policies: Sequence[Policy],
-              cost: LinearCost | None) -> Iterator[dict]:
-    for rate in cfg.chars_per_s:
-        facts = step_facts(steps, TypingModel(rate, cfg.sentence_pause_s, cfg.paste_code))
-        for policy in policies:
-            try:
-                out = evaluate(facts, policy, cost)
-            except ValueError:  # needs the cost model and none could be fitted: the figure is missing
-                yield _row(steps[0], rate, policy.label, "post_hoc", wait_s=None, backlog_s=None,
-                           keeps_up=None, skipped=None, modelled=None)
-                continue
-            yield _row(steps[0], rate, out.policy, "post_hoc", wait_s=out.wait_s, backlog_s=out.backlog_s,
-                       keeps_up=out.keeps_up, skipped=len(out.skipped), modelled=out.modelled)
 
 
 def live_row(steps: list[dict]) -> dict:
@@ -102,17 +119,69 @@ def live_row(steps: list[dict]) -> dict:
                 skipped=skipped, modelled=False)
 
 
-def typing_rows(rows: Sequence[dict], cfg: TypingConfig) -> tuple[list[dict], dict]:
-    """Per-example rows for every replayed example × rate × policy and every live example."""
-    fits = fit_cost_models(rows)
+def _int(inputs: pa.Table, column: str, null: int = 0) -> np.ndarray:
+    return inputs.column(column).cast(pa.int64()).fill_null(null).to_numpy(zero_copy_only=False)
+
+
+def step_columns(inputs: pa.Table, offsets: np.ndarray) -> StepColumns:
+    return StepColumns(
+        offsets=offsets, wall_s=inputs.column("wall_s").to_numpy(zero_copy_only=False).astype(float),
+        forwards=_int(inputs, "forwards"), tokens_fed=_int(inputs, "tokens_fed"),
+        draft_tokens_in=_int(inputs, "draft_tokens_in"), accepted_tokens=_int(inputs, "accepted_tokens"),
+        generated_tokens=_int(inputs, "generated_tokens"), cached_tokens=_int(inputs, "cached_tokens", -1),
+        prefix_chars=_int(inputs, "prefix_chars"), pasted_chars=_int(inputs, "pasted_chars"),
+        sentence_ends=_int(inputs, "sentence_ends"))
+
+
+def typing_examples(inputs: pa.Table, cfg: TypingConfig) -> tuple[pa.Table, dict]:
+    """Per-example rows for every replayed example × rate × policy (evaluated over arrays,
+    :mod:`analysis.post_hoc`), in example, rate, policy order, then one row per live example."""
+    offsets = example_offsets(inputs)
+    fits = fit_cost_columns(inputs, offsets) if inputs.num_rows else {}
+    firsts = inputs.take(offsets[:-1])
+    live_policy = firsts.column("live_policy").to_pylist()
+    replayed = np.array([e for e, p in enumerate(live_policy) if p is None], np.int64)
+    parts = [_replayed_table(inputs, offsets, firsts, replayed, fits, cfg)] if replayed.size else []
+    live = [e for e, p in enumerate(live_policy) if p is not None]
+    if live:
+        parts.append(_examples_table([live_row(inputs.slice(offsets[e], offsets[e + 1] - offsets[e]).to_pylist())
+                                      for e in live]))
+    return (pa.concat_tables(parts) if parts else _examples_table([])), fits
+
+
+def _replayed_table(inputs: pa.Table, offsets: np.ndarray, firsts: pa.Table, replayed: np.ndarray, fits: dict,
+                    cfg: TypingConfig) -> pa.Table:
+    steps = step_columns(inputs, offsets)
+    fitted = [fits.get(k) for k in zip(firsts.column("model").to_pylist(), firsts.column("device").to_pylist(),
+                                       strict=True)]
+    a_ex = np.array([f.a_s if f else np.nan for f in fitted])
+    b_ex = np.array([f.b_s if f else np.nan for f in fitted])
+    blocks = lane_blocks(steps, replayed)
+    rates = np.asarray(cfg.chars_per_s, float)
+    arrivals = np.concatenate([arrivals_at(steps, r, cfg.sentence_pause_s, cfg.paste_code)[blocks] for r in rates])
+    lane_ex = np.tile(replayed, len(rates))  # lanes: rate-major
     policies = policies_of(cfg)
-    out: list[dict] = []
-    for steps in example_steps(rows):
-        if steps[0]["live_policy"] is not None:
-            out.append(live_row(steps))
-        else:
-            out.extend(_post_hoc(steps, cfg, policies, fits.get((steps[0]["model"], steps[0]["device"]))))
-    return out, fits
+    outs = [post_hoc_lanes(steps, arrivals, lane_ex, p, a_ex[lane_ex], b_ex[lane_ex]) for p in policies]
+    # rows in example, rate, policy order: row (e, r, p) is lane r·E + e of policy p
+    E, R, P = replayed.size, len(rates), len(policies)
+    e, r, pol = (a.ravel() for a in np.meshgrid(np.arange(E), np.arange(R), np.arange(P), indexing="ij"))
+    lane = r * E + e
+    pick = lambda field: np.stack([getattr(o, field) for o in outs])[pol, lane]  # noqa: E731
+    miss = pick("failed")  # the policy changes work and no cost model was fitted: the figure is missing
+    example = lane_ex[lane]
+    ids = firsts.select([*CELL, "device", "example_id", "base_wall_s"]).take(example)
+    labels = np.array([p.label for p in policies], dtype=object)[pol]
+    cols = {c: ids.column(c) for c in (*CELL, "device", "example_id")}
+    cols.update({
+        "chars_per_s": pa.array(rates[r], pa.float64()), "policy": pa.array(labels, pa.string()),
+        "source": pa.array(np.full(len(lane), "post_hoc", dtype=object), pa.string()),
+        "wait_s": pa.array(pick("wait_s"), pa.float64(), mask=miss),
+        "backlog_s": pa.array(pick("backlog_s"), pa.float64(), mask=miss),
+        "base_wait_s": ids.column("base_wall_s"),
+        "keeps_up": pa.array(pick("keeps_up"), pa.bool_(), mask=miss),
+        "skipped": pa.array(pick("skipped"), pa.int64(), mask=miss),
+        "modelled": pa.array(pick("modelled"), pa.bool_(), mask=miss)})
+    return pa.table({c: cols[c] for c in EXAMPLE_COLUMNS}).cast(_examples_table([]).schema)
 
 
 def _examples_table(rows: list[dict]) -> pa.Table:
@@ -191,9 +260,7 @@ def build_typing(results_dir: Any, cfg: TypingConfig | None = None, *, threads: 
 def typing_tables(con: duckdb.DuckDBPyConnection, cfg: TypingConfig | None = None) -> TypingTables:
     """Build ``typing_examples`` and the ``typing`` table on a connection from :func:`analysis.tables.connect`."""
     cfg = cfg or TypingConfig()
-    rows = con.sql(sql_text("_typing_inputs")).to_arrow_table().to_pylist()
-    examples, fits = typing_rows(rows, cfg)
-    table = _examples_table(examples)
+    table, fits = typing_examples(con.sql(sql_text("_typing_inputs")).to_arrow_table(), cfg)
     con.register("typing_examples", table)
     summary = con.sql(sql_text("typing")).to_arrow_table()
     return TypingTables(table, summary, _cost_table(fits))

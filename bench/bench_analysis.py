@@ -5,6 +5,9 @@
     python bench/bench_analysis.py --report                 # also time the full report (CSVs + figures)
     python bench/bench_analysis.py --keep /tmp/b --reference # keep the data (reused next time); time the
                                                             # frozen pre-issue-15 SQL too and compare tables
+    python bench/bench_analysis.py --pairs 100000 --report --typing-reference
+                                                            # the typing evaluation over arrays vs the
+                                                            # per-example reference, timed side by side
 
 Rows are generated column-wise with numpy/pyarrow (tests/synthetic.py), written as Parquet into a
 temporary directory (one pairs and one steps file per cell, like the grid's shard files but larger),
@@ -14,22 +17,28 @@ from one run. ``--reference`` also builds every table with the frozen SQL of
 ``bench/analysis_reference/`` (before issue 15), prints both timings side by side and checks that
 the tables are equal (``bench/analysis_reference.py``; exits 1 on a difference). With ``--keep DIR``
 an existing synthetic directory of the same size is reused instead of regenerated.
+``--typing-reference`` times the typing analysis's per-example rows both ways in one run — over arrays
+(``analysis.timing.typing_examples``, what the report runs) and one ``policies.evaluate`` call per
+example, rate and policy (``tests/typing_reference.py``, what it ran before) — and checks they are equal.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.report import write_report  # noqa: E402
-from analysis.tables import TABLES, connect, run_table  # noqa: E402
+from analysis.tables import TABLES, connect, run_table, sql_text  # noqa: E402
+from analysis.timing import typing_examples  # noqa: E402
 from bench.analysis_reference import Seconds, now, reference_table_times, since, table_differences  # noqa: E402
 from tests.synthetic import SyntheticSpec, write_synthetic_results  # noqa: E402
 
@@ -106,6 +115,51 @@ def compare(new: dict, old: dict) -> int:
     return 1 if diffs else 0
 
 
+@contextlib.contextmanager
+def per_example_typing() -> Iterator[None]:
+    """The report's typing rows computed as before (tests/typing_reference.py), for a side-by-side time."""
+    import analysis.timing as timing
+    from tests.typing_reference import typing_rows
+
+    arrays = timing.typing_examples
+
+    def reference(inputs, cfg):  # type: ignore[no-untyped-def]
+        rows, fits = typing_rows(inputs.to_pylist(), cfg)
+        return timing._examples_table(rows), fits
+
+    timing.typing_examples = reference
+    try:
+        yield
+    finally:
+        timing.typing_examples = arrays
+
+
+def typing_side_by_side(root: Path, threads: int) -> int:
+    """The typing rows over arrays and per example, timed on the same inputs; 1 if they differ."""
+    from streamgen.config import TypingConfig
+    from tests.typing_reference import typing_rows
+
+    con = connect(root, threads=threads)
+    try:
+        inputs = con.sql(sql_text("_typing_inputs")).to_arrow_table()
+    finally:
+        con.close()
+    cfg = TypingConfig()
+    t = now()
+    table, _ = typing_examples(inputs, cfg)
+    arrays = since(t)
+    t = now()
+    reference, _ = typing_rows(inputs.to_pylist(), cfg)
+    per_example = since(t)
+    live = [r for r in reference if r["source"] == "live"]  # the array rows put the live ones last
+    same = table.to_pylist() == [r for r in reference if r["source"] != "live"] + live
+    print(f"typing rows ({table.num_rows:,} = examples x {len(cfg.chars_per_s)} rates x {len(cfg.policies)} policies "
+          f"from {inputs.num_rows:,} steps rows): arrays {arrays[0]:.2f} s wall / {arrays[1]:.2f} s cpu, "
+          f"per example {per_example[0]:.2f} s wall / {per_example[1]:.2f} s cpu "
+          f"(ratio {per_example[0] / arrays[0]:.0f}x); equal: {'yes' if same else 'NO'}")
+    return 0 if same else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=1_000_000)
@@ -114,6 +168,8 @@ def main() -> int:
     ap.add_argument("--report", action="store_true", help="also time write_report (CSVs + figures)")
     ap.add_argument("--reference", action="store_true", help="also time the frozen SQL and compare tables")
     ap.add_argument("--keep", type=Path, default=None, help="write here and keep the files (reused next time)")
+    ap.add_argument("--typing-reference", action="store_true",
+                    help="time the typing rows over arrays and per example side by side, and compare them")
     args = ap.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-analysis-"))
     status = 0
@@ -125,13 +181,19 @@ def main() -> int:
         show(tables, times, old_times)
         if args.reference:
             status = compare(tables, old_tables)
+        if args.typing_reference:
+            status = max(status, typing_side_by_side(root, args.threads))
         if args.report:
             t = time.perf_counter()
             rep = write_report(root, threads=args.threads)
-            print(
-                f"  {'write_report (CSVs + ' + str(len(rep.figure_paths)) + ' figures)':<34} "
-                f"{time.perf_counter() - t:8.2f} s"
-            )
+            new_s = time.perf_counter() - t
+            print(f"  {'write_report (CSVs + ' + str(len(rep.figure_paths)) + ' figures)':<34} {new_s:8.2f} s")
+            if args.typing_reference:
+                t = time.perf_counter()
+                with per_example_typing():
+                    write_report(root, threads=args.threads)
+                old_s = time.perf_counter() - t
+                print(f"  {'write_report, per-example typing':<34} {old_s:8.2f} s  (ratio {old_s / new_s:.1f}x)")
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -34,7 +34,8 @@ class CostModelError(ValueError):
     """Too little data to fit a cost model; says what is missing."""
 
 
-def fit_cost_model(forwards: Sequence[int], tokens_fed: Sequence[int], wall_s: Sequence[float]) -> LinearCost:
+def fit_cost_model(forwards: Sequence[int] | np.ndarray, tokens_fed: Sequence[int] | np.ndarray,
+                   wall_s: Sequence[float] | np.ndarray) -> LinearCost:
     """Least-squares fit (no intercept: no forwards, no time) of ``wall_s`` on forwards and tokens fed.
 
     Coefficients are clipped at 0 (a negative per-token cost is noise, not physics; the other
