@@ -77,19 +77,25 @@ def speedup_distributions(per_example: pa.Table, out_dir: Path) -> list[Path]:
 
 def _runs(table: pa.Table, keys: Sequence[str]) -> list[tuple[dict, int, int]]:
     """(key values, start, stop) of each run of rows sharing ``keys`` (the SQL output is ordered)."""
-    n = table.num_rows
-    if n == 0:
+    if table.num_rows == 0:
         return []
-    # compare as strings with NULL → a sentinel: NULL == NULL here, and a NaN tau never appears
-    cols = [pc.fill_null(pc.cast(table[k], pa.string()), "\x00").to_numpy(zero_copy_only=False) for k in keys]
-    changed = np.zeros(n, dtype=bool)
-    changed[0] = True
-    for c in cols:
-        changed[1:] |= c[1:] != c[:-1]
-    starts = np.flatnonzero(changed).tolist()
-    stops = starts[1:] + [n]
+    starts = run_starts(table, keys).tolist()
+    stops = starts[1:] + [table.num_rows]
     firsts = table.select(list(keys)).take(starts).to_pylist()
     return list(zip(firsts, starts, stops, strict=True))
+
+
+def run_starts(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
+    """Row index where each run of rows sharing ``keys`` starts (NULL equals NULL; empty: none)."""
+    n = table.num_rows
+    changed = np.zeros(n, dtype=bool)
+    if n:
+        changed[0] = True
+    for k in keys:  # compare dictionary codes: cheap on 10^6 strings
+        codes = pc.dictionary_encode(table[k].combine_chunks(), null_encoding="encode").indices
+        c = codes.to_numpy(zero_copy_only=False)
+        changed[1:] |= c[1:] != c[:-1]
+    return np.flatnonzero(changed)
 
 
 def model_distributions(per_example: pa.Table, out_dir: Path) -> list[Path]:

@@ -44,10 +44,6 @@ class StepColumns:
     sentence_ends: np.ndarray
 
     @property
-    def examples(self) -> int:
-        return len(self.offsets) - 1
-
-    @property
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets)
 
@@ -91,7 +87,8 @@ def post_hoc_lanes(steps: StepColumns, arrivals: np.ndarray, lane_example: np.nd
         raise ValueError("arrivals decrease within an example: a prefix arrived before a shorter one")
     prefix_tokens = np.maximum(0, steps.tokens_fed - steps.draft_tokens_in - (steps.forwards - 1))
     cum = np.concatenate([[0], np.cumsum(prefix_tokens)])  # cum[i]: prefix tokens of flat steps < i
-    # Lanes in order of decreasing step count: the lanes still running are always a leading slice.
+    # Lanes in order of decreasing step count, so the lanes with steps left stay within a leading
+    # slice that shrinks as the short ones finish (a latest lane may finish early: it then idles).
     order = np.argsort(-n, kind="stable")
     n, base, at = n[order], base[order], at[order]
     a_s, b_s = a_s[order], b_s[order]

@@ -22,7 +22,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from analysis.figures import setting_label
+from analysis.figures import run_starts, setting_label
 from analysis.post_hoc import StepColumns, arrivals_at, lane_blocks, post_hoc_lanes
 from analysis.render import Column, markdown
 from analysis.tables import sql_text
@@ -61,16 +61,13 @@ def fit_cost_columns(inputs: pa.Table, offsets: np.ndarray | None = None) -> dic
     when unfittable. ``inputs``: ``_typing_inputs`` rows (sorted by model and device first)."""
     offsets = example_offsets(inputs) if offsets is None else offsets
     starts = offsets[:-1]
-    model, device = (inputs.column(c).take(starts).to_pylist() for c in ("model", "device"))
+    firsts = inputs.select(["model", "device"]).take(starts)
     cols = {c: inputs.column(c).to_numpy(zero_copy_only=False)
             for c in ("forwards", "tokens_fed", "wall_s", "base_forwards", "base_tokens_fed", "base_wall_s")}
     fits: dict[tuple[str, str], LinearCost | None] = {}
-    e = 0
-    while e < len(starts):
-        key = (model[e], device[e])
-        e1 = e
-        while e1 < len(starts) and (model[e1], device[e1]) == key:
-            e1 += 1
+    groups = run_starts(firsts, ("model", "device")).tolist()  # examples of one (model, device): a run
+    for e, e1 in zip(groups, [*groups[1:], len(starts)], strict=True):
+        key = (firsts["model"][e].as_py(), firsts["device"][e].as_py())
         rows = slice(offsets[e], offsets[e1])
         ends = offsets[e + 1:e1 + 1] - offsets[e]  # after each example's steps: its base run
         data = [np.insert(cols[c][rows], ends, cols[f"base_{c}"][starts[e:e1]]) for c in ("forwards", "tokens_fed", "wall_s")]
@@ -79,20 +76,13 @@ def fit_cost_columns(inputs: pa.Table, offsets: np.ndarray | None = None) -> dic
         except CostModelError as exc:
             log.warning("no cost model for %s on %s: %s", *key, exc)
             fits[key] = None
-        e = e1
     return fits
 
 
 def example_offsets(inputs: pa.Table) -> np.ndarray:
     """Where each example's steps start in ``_typing_inputs`` (and the row count at the end)."""
-    if inputs.num_rows == 0:
-        return np.zeros(1, np.int64)
-    new = np.zeros(inputs.num_rows, bool)
-    new[0] = True
-    for c in ("run_id", "cell_id", "example_id"):
-        codes = inputs.column(c).combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
-        new[1:] |= codes[1:] != codes[:-1]
-    return np.append(np.flatnonzero(new), inputs.num_rows).astype(np.int64)
+    starts = run_starts(inputs, ("run_id", "cell_id", "example_id"))
+    return np.append(starts, inputs.num_rows).astype(np.int64)
 
 
 def step_facts(steps: Sequence[dict], typist: TypingModel) -> list[StepFacts]:

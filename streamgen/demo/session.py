@@ -119,8 +119,7 @@ class DemoSession:
     def _admit(self, text: str, submit: bool) -> None:
         now = self.clock()
         self.last_seen = now
-        if self.status in ("submitted", "done", "released"):
-            raise DemoInputError(f"this request was already {self.status}: press New request to start another", 409)
+        self._refuse_if_closed()
         while self._updates and now - self._updates[0] > 1.0:
             self._updates.popleft()
         if not submit and len(self._updates) >= self.limits.max_updates_per_s:  # a submit is never a flood
@@ -131,6 +130,10 @@ class DemoSession:
             raise DemoInputError(f"the request is {len(text)} characters; this demo takes at most "
                                  f"{self.limits.max_chars} (max_chars=)", 413)
 
+    def _refuse_if_closed(self) -> None:
+        if self.status in ("submitted", "done", "released"):
+            raise DemoInputError(f"this request was already {self.status}: press New request to start another", 409)
+
     async def update(self, text: str, *, submit: bool = False) -> None:
         """Register the text typed so far; on ``submit`` its last segment completes the request."""
         self._admit(text, submit)
@@ -139,8 +142,7 @@ class DemoSession:
             raise DemoInputError("the request is empty: type a request before submitting", 400)
         if segs:
             await self._check_fits(segs)
-        if self.status in ("submitted", "done", "released"):  # a submit landed while this one was checked
-            raise DemoInputError(f"this request was already {self.status}: press New request to start another", 409)
+        self._refuse_if_closed()  # again: a submit may have landed while this update was checked
         done = segs if submit else segs[:-1]
         keep = _common(self.segments, done)
         del self.segments[keep:], self.arrivals[keep:]
