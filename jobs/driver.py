@@ -91,6 +91,11 @@ def _run_locked(plan: GridPlan, lock: results_dir.ResultsLock, stops: stop_signa
     except stop_signals.RunInterrupted as exc:
         status, stop = "interrupted", exc.name
         raise
+    except SystemError as exc:  # a stop signal raised inside a C extension's call outside the shield
+        if (inner := stop_signals.wrapped_in(exc)) is None:
+            raise
+        status, stop = "interrupted", inner.name
+        raise inner from None
     except GridAborted:
         status = "aborted"
         raise
@@ -133,7 +138,8 @@ def _schedule(run: GridRun, grid: GridConfig, on_dispatch: Callable[[Any, WorkUn
     timeout_s = grid.shard_timeout_s * max(len(u.payload) for u in units)
     scheduler = Scheduler(spawn=functools.partial(spawn_actor_for, run.plan.models, use_gpu=run.use_gpu,
                                                    verbose=run.plan.grid.verbose),
-                          submit=submit_unit, workers=workers, unit_timeout_s=timeout_s, on_dispatch=on_dispatch)
+                          submit=submit_unit, workers=workers, unit_timeout_s=timeout_s, on_dispatch=on_dispatch,
+                          shield=run.stops.deferred)
     with contextlib.closing(scheduler.run(units)) as events:  # leaving early (GridAborted) kills the actors
         for event in events:
             if isinstance(event, Decoded):  # decoded on an actor: score it and build its rows on a CPU worker

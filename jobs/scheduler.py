@@ -16,16 +16,23 @@ actor slots, and for each slot at most one unit in flight:
   only once its ``Finished`` has been handled, so nothing is written twice or lost; a failed follow-up
   sends the unit back to its queue.
 
+- each blocking ``ray.wait`` / ``ray.get`` runs inside ``shield()`` (the driver passes its stop
+  signals' ``deferred``): a Python signal handler that raises while Ray's C code is waiting has its
+  exception come out as a ``SystemError`` from ``CoreWorker.wait`` (Ray's own signal check runs the
+  handler mid-call), so a stop signal is held until the call has returned, at most ``poll_s`` later.
+
 The caller's loop reads top to bottom (``for event in scheduler.run(units)``) and its code is never
 called from here, so one example's path enters the driver once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,13 +109,15 @@ class Scheduler:
                  max_attempts: int = 3, poll_s: float = 0.5, unit_timeout_s: float = 1800.0,
                  load_timeout_s: float = 900.0, get_timeout_s: float = 60.0, spawn_min_units: int = 2,
                  on_dispatch: Callable[[Any, WorkUnit], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 shield: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext) -> None:
         if workers < 1:
             raise ValueError(f"workers={workers} must be ≥ 1")
         self.spawn, self.submit, self.on_dispatch = spawn, submit, on_dispatch
         self.max_attempts, self.poll_s = max_attempts, poll_s
         self.unit_timeout_s, self.load_timeout_s = unit_timeout_s, load_timeout_s
         self.get_timeout_s, self.clock, self.spawn_min_units = get_timeout_s, clock, spawn_min_units
+        self.shield = shield  # around every blocking Ray call (the module docstring says why)
         self.slots = [_Slot() for _ in range(workers)]
         self.queues: dict[str, deque[WorkUnit]] = {}
         self.followups: dict[Any, WorkUnit] = {}
@@ -179,9 +188,10 @@ class Scheduler:
         refs = [s.ref for s in self.slots if s.unit is not None] + list(self.followups)
         if not refs:
             return
-        ready, _ = ray.wait(refs, num_returns=1, timeout=self.poll_s, fetch_local=False)
-        if ready:  # collect everything else already finished, without waiting
-            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
+        with self.shield():
+            ready, _ = ray.wait(refs, num_returns=1, timeout=self.poll_s, fetch_local=False)
+            if ready:  # collect everything else already finished, without waiting
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=False)
         for ref in ready:
             if ref in self.followups:
                 yield from self._followup_ready(ref)
@@ -194,7 +204,8 @@ class Scheduler:
         self.stats.actor_busy_s += self.clock() - slot.since
         slot.unit, slot.ref = None, None
         try:
-            value = ray.get(ref, timeout=self.get_timeout_s)
+            with self.shield():
+                value = ray.get(ref, timeout=self.get_timeout_s)
         except RayActorError as exc:
             self.stats.actor_deaths += 1
             log.warning("actor for %s died running %s: %s", slot.group, unit.key, _first_line(exc))
@@ -213,7 +224,8 @@ class Scheduler:
     def _followup_ready(self, ref: Any) -> Iterator[Event]:
         unit = self.followups.pop(ref)
         try:
-            value = ray.get(ref, timeout=self.get_timeout_s)
+            with self.shield():
+                value = ray.get(ref, timeout=self.get_timeout_s)
         except (RayError, GetTimeoutError) as exc:
             yield from self._requeue(unit, f"follow-up failed: {type(exc).__name__}: {_first_line(exc)}")
             return

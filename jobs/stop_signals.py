@@ -7,6 +7,10 @@ raised when the write is done, so a shard whose rows reached the driver lands wh
 then marks its run record ``interrupted``, stops Ray and the entry point exits with 128 + signal;
 a rerun resumes from the finished shards.
 
+A handler's exception raised while Ray's C code waits comes out as a ``SystemError``: the scheduler
+holds the signal around its blocking Ray calls (``Scheduler(shield=StopSignals.deferred)``) and the
+driver unwraps one from anywhere else (:func:`wrapped_in`).
+
 ``ray.init`` installs its own SIGTERM handlers (a Python one that exits at once and a C++ one that
 dumps a stack and aborts): call :meth:`StopSignals.install` again after it.
 """
@@ -95,6 +99,20 @@ def catching() -> Iterator[StopSignals]:
         yield stops
     finally:
         stops.restore()
+
+
+def wrapped_in(exc: BaseException) -> RunInterrupted | None:
+    """The :class:`RunInterrupted` behind ``exc``, if any: raised by the handler while a C extension was
+    running (Ray's ``CoreWorker.wait`` runs signal handlers mid-call), it comes out as the cause of a
+    ``SystemError`` ("returned a result with an exception set")."""
+    seen: set[int] = set()
+    inner: BaseException | None = exc
+    while inner is not None and id(inner) not in seen:
+        if isinstance(inner, RunInterrupted):
+            return inner
+        seen.add(id(inner))
+        inner = inner.__cause__ or inner.__context__
+    return None
 
 
 def ending(exc: BaseException) -> tuple[str, int]:

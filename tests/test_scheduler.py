@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -14,6 +16,7 @@ ray = pytest.importorskip("ray")
 from jobs.actors import actor_options  # noqa: E402
 from jobs.ray_env import start_ray, stop_ray  # noqa: E402
 from jobs.scheduler import Decoded, Finished, Scheduler, WorkUnit  # noqa: E402
+from jobs.stop_signals import RunInterrupted, catching  # noqa: E402
 from streamgen.config import RayConfig  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -193,6 +196,47 @@ def _dies_soon(actor: Any, within_s: float = 20.0) -> bool:
             return True
         time.sleep(0.2)
     return False
+
+
+class _CountingShield:
+    """``StopSignals.deferred`` that also records when the shielded Ray calls return."""
+
+    def __init__(self, stops: Any) -> None:
+        self.stops, self.returned_at = stops, []
+
+    def __call__(self) -> Any:
+        import contextlib
+
+        @contextlib.contextmanager
+        def block() -> Any:
+            with self.stops.deferred():
+                yield
+                self.returned_at.append(time.monotonic())
+        return block()
+
+
+def test_sigterm_while_ray_waits_is_held_until_the_wait_returns() -> None:
+    """Ray's CoreWorker.wait runs Python signal handlers mid-call and turns the handler's exception
+    into a SystemError (the CI failure of the bad-day SIGTERM test). Shielded, the signal takes effect
+    as RunInterrupted once the wait has returned: its poll_s timeout, not before."""
+    poll_s, signal_at = 1.5, 0.3
+    with catching() as stops:
+        shield = _CountingShield(stops)
+        sched = Scheduler(spawn=lambda g: ray.remote(Toy).options(num_cpus=0.5).remote(g),
+                          submit=lambda a, u: a.run.remote(u.key, u.payload), workers=1, poll_s=poll_s,
+                          shield=shield)
+        events = sched.run(_units({"A": 1}, payload=30.0))  # never ready within the test
+        sched._fill_slots()  # the actor is up and its unit in flight before the signal
+        timer = threading.Timer(signal_at, os.kill, (os.getpid(), signal.SIGTERM))
+        t0 = time.monotonic()
+        timer.start()
+        with pytest.raises(RunInterrupted) as caught:
+            next(events)
+    assert caught.value.signum == signal.SIGTERM and caught.value.__context__ is None
+    assert stops.received == signal.SIGTERM
+    assert len(shield.returned_at) == 1  # the one wait ran out its timeout, then the signal took effect
+    assert shield.returned_at[0] - t0 >= poll_s - 0.05
+    assert all(s.actor is None for s in sched.slots)  # leaving through the exception retired the actor
 
 
 def test_follow_is_only_for_the_decoded_unit_being_handled() -> None:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from jobs.stop_signals import RunInterrupted, catching
+from jobs.stop_signals import RunInterrupted, catching, wrapped_in
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -43,3 +43,24 @@ def test_second_signal_while_stopping_is_ignored() -> None:
         os.kill(os.getpid(), signal.SIGTERM)  # cleanup (stopping Ray) is not interrupted again
         time.sleep(0.05)
     assert stops.received == signal.SIGTERM
+
+
+def test_wrapped_in_finds_the_stop_behind_a_c_extensions_system_error() -> None:
+    """What CPython raises when a C function returns a value with the handler's exception set: a
+    SystemError whose cause is that exception (Ray's CoreWorker.wait, outside the scheduler's shield)."""
+    stop = RunInterrupted(signal.SIGTERM)
+    try:
+        try:
+            raise stop
+        except RunInterrupted as inner:
+            raise SystemError("<cyfunction CoreWorker.wait> returned a result with an exception set") from inner
+    except SystemError as exc:
+        assert wrapped_in(exc) is stop
+    try:
+        raise SystemError("a C extension's own bug") from ValueError("unrelated")
+    except SystemError as exc:
+        assert wrapped_in(exc) is None
+    looped = SystemError("cycle")
+    looped.__context__ = ValueError("back")
+    looped.__context__.__context__ = looped
+    assert wrapped_in(looped) is None
