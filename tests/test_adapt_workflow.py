@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -36,7 +37,7 @@ def test_model_stages_run_as_a_submitit_job(tmp_path: Path) -> None:
     """cluster=debug: the AdaptJob that Slurm would run, in this process."""
     from jobs.adapt_job import run
 
-    cfg = adapt_config("smoke", ["source.limit=2", "train.steps=2", "train.save_every=1", f"output.dir={tmp_path}",
+    cfg = adapt_config("smoke", ["source.limit=2", "curve.heldout=0", "train.steps=2", "train.save_every=1", f"output.dir={tmp_path}",
                                  f"output.configs_dir={tmp_path / 'models'}", "cluster=debug"])
     paths = run(cfg, ("pairs", "train", "merge"), here=_not_here, cluster=cluster_config("debug"))
     assert Path(paths["train"]).name == "step-000002"
@@ -58,3 +59,7 @@ def test_smoke_chain_end_to_end(tmp_path: Path) -> None:
     assert (configs / "models" / "tiny-llama-adapt-smoke.yaml").is_file()
     rows = [r for f in (out / "eval").glob("pairs/**/*.parquet") for r in pq.read_table(f).to_pylist()]
     assert {(r["model"], r["variant"]) for r in rows} == {("tiny-llama", None), ("tiny-llama", "smoke-20")}
+    assert (out / "curve.png").is_file() and f"training curve: {out / 'curve.png'}" in proc.stdout
+    evaluated = [json.loads(line)["step"] for line in (out / "curve.jsonl").read_text().splitlines()
+                 if "heldout_agreement" in line]
+    assert evaluated == [0, 10, 20]  # the recipe's curve.heldout=2, save_every=10

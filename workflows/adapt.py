@@ -77,22 +77,46 @@ def run_here(cfg: AdaptConfig, stages: tuple[str, ...]) -> dict[str, str]:
     """The model stages in this process, with progress bars."""
     from tqdm import tqdm
 
+    from streamgen.adapt import checkpoint
     from streamgen.adapt.pipeline import run_stages
+    from streamgen.adapt.sources import load_requests
 
-    answers = tqdm(desc="teacher answers", unit="req", disable=None)
-    steps = tqdm(total=cfg.train.steps, desc="training", unit="step", disable=None)
+    # each stage's bar has its total, so tqdm shows the ETA; a resumed stage starts at what is done
+    requests = len(load_requests(cfg.source, cfg.data_dir)) if "pairs" in stages else None
+    answers = tqdm(total=requests, desc="teacher answers", unit="req", disable=None)
+    last = checkpoint.latest(cfg.out_dir / "checkpoints")
+    steps = tqdm(total=cfg.train.steps, initial=last.step if last else 0, desc="training", unit="step",
+                 disable=None)
+    agreement = ""
 
     def on_step(p: object) -> None:
-        steps.n = p.step  # type: ignore[attr-defined]
-        steps.set_postfix(loss=f"{p.loss:.4f}", tok_s=f"{p.tokens_per_s:.0f}")  # type: ignore[attr-defined]
+        steps.update(p.step - steps.n)  # type: ignore[attr-defined]
+        steps.set_postfix_str(f"loss={p.loss:.4f} tok/s={p.tokens_per_s:.0f}{agreement}")  # type: ignore[attr-defined]
         if p.step % cfg.train.log_every == 0 or p.checkpoint:  # type: ignore[attr-defined]
             log.info("step %d/%d loss %.4f %.0f tok/s", p.step, p.steps, p.loss, p.tokens_per_s)  # type: ignore[attr-defined]
 
+    def on_heldout(step: int, found: object) -> None:
+        nonlocal agreement
+        agreement = f" held-out={found.agreement:.3f}@{step}"  # type: ignore[attr-defined]
+
     try:
-        return run_stages(cfg, stages, on_answer=answers.update, on_step=on_step)
+        return run_stages(cfg, stages, on_answer=answers.update, on_step=on_step, on_heldout=on_heldout)
     finally:
         answers.close()
         steps.close()
+
+
+def draw_curve(cfg: AdaptConfig) -> Path | None:
+    """``<output.dir>/curve.png`` from the run's curve.jsonl (None when there is none yet)."""
+    from analysis.training_curve import curve_figure
+    from streamgen.adapt.curve import CURVE_FILE, read_curve
+
+    rows = read_curve(cfg.out_dir / CURVE_FILE)
+    if not rows:
+        return None
+    path = cfg.out_dir / "curve.png"
+    curve_figure(rows, path, title=f"{cfg.model} → {cfg.adapted_name}: loss and held-out draft agreement")
+    return path
 
 
 def evaluate(cfg: AdaptConfig) -> int:
@@ -135,8 +159,21 @@ def dry_run(cfg: AdaptConfig, stages: tuple[str, ...]) -> int:
           f"LoRA rank {cfg.lora.rank} α {cfg.lora.alpha}\n"
           + ("" if adapted else f"  {cfg.adapted_name} does not exist yet (stage merge makes it): the evaluation "
                                 "plan below covers the plain model only\n"))
-    print(plan_dry_run(eval_grid(cfg, adapted=adapted)))
+    grid = eval_grid(cfg, adapted=adapted)
+    print(plan_dry_run(grid))
+    print(time_estimate(cfg, stages, grid, adapted))
     return 0
+
+
+def time_estimate(cfg: AdaptConfig, stages: tuple[str, ...], grid: GridConfig, adapted: bool) -> str:
+    """The stages' time estimate (``streamgen.adapt.estimate``); the eval grid's pairs of runs are
+    doubled while the adapted model does not exist yet (its plan covers the plain model only)."""
+    from jobs.plan import plan_grid
+    from streamgen.adapt.estimate import estimate, render
+    from streamgen.adapt.sources import load_requests
+
+    examples = sum(len(s) for s in plan_grid(grid).shards) * (1 if adapted else 2)
+    return render(estimate(cfg, load_requests(cfg.source, cfg.data_dir), stages, examples))
 
 
 def main(argv: Sequence[str]) -> int:
@@ -158,6 +195,8 @@ def main(argv: Sequence[str]) -> int:
         if model_stages:
             for stage, path in run_model_stages(cfg, model_stages).items():
                 print(f"{stage}: {path}")
+            if "train" in model_stages and (figure := draw_curve(cfg)) is not None:
+                print(f"training curve: {figure}")
         return evaluate(cfg) if "eval" in stages else 0
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

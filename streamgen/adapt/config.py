@@ -107,6 +107,24 @@ class EvalSettings:
 
 
 @dataclass(frozen=True)
+class CurveSettings:
+    """The training curve (``streamgen.adapt.curve``): requests held out of training to measure on."""
+
+    heldout: int = 0  # the source's last N requests: never trained on; draft agreement at every checkpoint
+
+
+@dataclass(frozen=True)
+class EstimateSettings:
+    """Rates the ``--dry-run`` time estimate uses (measure them on the machine that will run)."""
+
+    teacher_tokens_per_s: float = 15.0  # greedy decoding of teacher answers
+    teacher_answer_tokens: int = 0  # expected answer length (0: pairs.max_new_tokens, an upper bound)
+    train_s_per_sequence: float = 1.2  # forward + backward of one training sequence (micro-batch share)
+    heldout_s_per_pair: float = 0.3  # one no-grad forward of a held-out pair
+    eval_s_per_example: float = 6.0  # one (base, stream) pair of runs of the evaluation grid, scoring included
+
+
+@dataclass(frozen=True)
 class AdaptConfig:
     name: str = ""
     model: str = "smollm2"  # the plain model (teacher and base of the adapter): configs/models/<model>.yaml
@@ -117,6 +135,8 @@ class AdaptConfig:
     train: TrainSettings = field(default_factory=TrainSettings)
     output: OutputSettings = field(default_factory=OutputSettings)
     eval: EvalSettings = field(default_factory=EvalSettings)
+    curve: CurveSettings = field(default_factory=CurveSettings)
+    estimate: EstimateSettings = field(default_factory=EstimateSettings)
 
     @property
     def out_dir(self) -> Path:
@@ -218,6 +238,14 @@ def validate_adapt(cfg: AdaptConfig) -> list[str]:
         p.append(f"pairs.max_new_tokens={cfg.pairs.max_new_tokens} must be ≥ 1")
     if not {"{prefix}", "{draft}"} <= set(re.findall(r"\{\w+\}", cfg.pairs.draft_template)):
         p.append("pairs.draft_template must contain {prefix} and {draft}")
+    if cfg.curve.heldout < 0:
+        p.append(f"curve.heldout={cfg.curve.heldout} must be ≥ 0 (requests held out of training)")
+    if cfg.source.limit is not None and cfg.curve.heldout >= cfg.source.limit:
+        p.append(f"curve.heldout={cfg.curve.heldout} leaves no training request of source.limit={cfg.source.limit}")
+    e = cfg.estimate
+    if min(e.teacher_tokens_per_s, e.train_s_per_sequence, e.heldout_s_per_pair, e.eval_s_per_example) <= 0 \
+            or e.teacher_answer_tokens < 0:
+        p.append("estimate: the rates must be > 0 and teacher_answer_tokens ≥ 0")
     if cfg.eval.grid not in available("grid"):
         p.append(f"eval.grid={cfg.eval.grid!r} unknown: known are {', '.join(available('grid'))}")
     if cfg.cluster not in available("cluster"):

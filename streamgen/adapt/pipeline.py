@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from streamgen.adapt import checkpoint, curve
 from streamgen.adapt.config import AdaptConfig
 from streamgen.adapt.merge import adapted_config, merged_model, save_model_folder, write_model_yaml
 from streamgen.adapt.pairs import TrainingPair, build_pairs
@@ -118,8 +119,11 @@ def training_record(cfg: AdaptConfig, data: EncodedSet, device: str) -> dict[str
             "transformers": transformers.__version__, "peft": peft.__version__}
 
 
-def train_adapter(cfg: AdaptConfig, on_step: Callable[[TrainProgress], None] | None = None) -> Path:
-    """Train (or resume) the LoRA adapter; returns the checkpoint folder of the last step."""
+def train_adapter(cfg: AdaptConfig, on_step: Callable[[TrainProgress], None] | None = None,
+                  on_heldout: Callable[[int, curve.Agreement], None] | None = None) -> Path:
+    """Train (or resume) the LoRA adapter; returns the checkpoint folder of the last step. The curve
+    (``curve.jsonl``: every step's loss, the held-out draft agreement at step 0 and every checkpoint)
+    is written as it goes (``streamgen.adapt.curve``)."""
     import torch
 
     from streamgen.weights import load_model_and_tokenizer
@@ -128,22 +132,39 @@ def train_adapter(cfg: AdaptConfig, on_step: Callable[[TrainProgress], None] | N
         torch.set_num_threads(cfg.train.threads)
     device = resolve_device(cfg.train.device)
     loaded = load_model_and_tokenizer(model_config(cfg.model), device)
-    data = encode(cfg, read_pairs(cfg), loaded.model, loaded.tokenizer, device)
+    train_pairs, held_pairs = curve.split_heldout(read_pairs(cfg), cfg.curve.heldout)
+    data = encode(cfg, train_pairs, loaded.model, loaded.tokenizer, device)
+    held = encode(cfg, held_pairs, loaded.model, loaded.tokenizer, device).pairs if held_pairs else ()
     model = lora_model(loaded.model, cfg.lora, cfg.train.seed)
-    record = training_record(cfg, data, device)
+    record = {**training_record(cfg, data, device), "heldout_requests": cfg.curve.heldout,
+              "heldout_pairs": len(held)}
     pad = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else 0
+    curve_path = cfg.out_dir / curve.CURVE_FILE
+    resumed = checkpoint.latest(cfg.out_dir / "checkpoints")
+    curve.resume(curve_path, resumed)
+
+    def evaluate_heldout(step: int) -> None:
+        if held and not curve.has_evaluation(curve_path, step):
+            found = curve.agreement(model, held, pad_id=pad, device=device, batch=cfg.train.micro_batch)
+            curve.write_rows(curve_path, [found.as_row(step)])
+            log.info("step %d: held-out draft agreement %.3f (first token %.2f, whole %.2f) over %d pairs",
+                     step, found.agreement, found.first_token, found.whole, found.pairs)
+            if on_heldout:
+                on_heldout(step, found)
+
+    evaluate_heldout(resumed.step if resumed is not None else 0)  # step 0: the plain model
     losses: list[float] = []
-    last = None
     for progress in train(model, data, cfg.train, cfg.out_dir / "checkpoints", pad_id=pad, device=device,
                           record=record):
         losses.append(progress.loss)
-        last = progress.checkpoint or last
+        curve.write_rows(curve_path, [{"step": progress.step, "loss": progress.loss,
+                                       "learning_rate": progress.learning_rate, "tokens": progress.tokens}])
+        if progress.checkpoint:
+            evaluate_heldout(progress.step)
         if on_step:
             on_step(progress)
     (cfg.out_dir / "train.json").write_text(json.dumps({**record, "losses_this_run": losses,
                                                         "config": dataclasses.asdict(cfg)}, indent=1))
-    from streamgen.adapt import checkpoint
-
     final = checkpoint.latest(cfg.out_dir / "checkpoints")
     assert final is not None and final.step == cfg.train.steps, "training ended without its last checkpoint"
     return final.path
@@ -151,7 +172,6 @@ def train_adapter(cfg: AdaptConfig, on_step: Callable[[TrainProgress], None] | N
 
 def merge_adapter(cfg: AdaptConfig) -> Path:
     """Fold the last checkpoint into the base weights; write ``model/`` and the model YAML."""
-    from streamgen.adapt import checkpoint
     from streamgen.weights import load_model_and_tokenizer
 
     final = checkpoint.latest(cfg.out_dir / "checkpoints")
@@ -173,7 +193,8 @@ TRAINING_STAGES = ("pairs", "train", "merge")
 
 
 def run_stages(cfg: AdaptConfig, stages: tuple[str, ...], *, on_answer: Callable[[int], None] | None = None,
-               on_step: Callable[[TrainProgress], None] | None = None) -> dict[str, str]:
+               on_step: Callable[[TrainProgress], None] | None = None,
+               on_heldout: Callable[[int, curve.Agreement], None] | None = None) -> dict[str, str]:
     """Run the named training stages in order; returns each stage's output path."""
     unknown = [s for s in stages if s not in TRAINING_STAGES]
     if unknown:
@@ -182,7 +203,7 @@ def run_stages(cfg: AdaptConfig, stages: tuple[str, ...], *, on_answer: Callable
     if "pairs" in stages:
         out["pairs"] = str(make_pairs(cfg, on_answer))
     if "train" in stages:
-        out["train"] = str(train_adapter(cfg, on_step))
+        out["train"] = str(train_adapter(cfg, on_step, on_heldout))
     if "merge" in stages:
         out["merge"] = str(merge_adapter(cfg))
     return out

@@ -167,9 +167,9 @@ def train(model: Any, data: EncodedSet, cfg: TrainSettings, ckpt_dir: Path, *, p
         sched.step()
         opt.zero_grad(set_to_none=True)
         saved = None
-        if (step + 1) % cfg.save_every == 0 or step + 1 == cfg.steps:
-            state = {**(record or {}), "seed": cfg.seed, "loss": total}
-            saved = checkpoint.save(ckpt_dir, step + 1, model, opt, sched, state, cfg.keep_checkpoints).path
         tokens = sum(len(p.input_ids) for p in chosen)
+        if (step + 1) % cfg.save_every == 0 or step + 1 == cfg.steps:
+            state = {**(record or {}), "seed": cfg.seed, "loss": total, "learning_rate": lr, "tokens": tokens}
+            saved = checkpoint.save(ckpt_dir, step + 1, model, opt, sched, state, cfg.keep_checkpoints).path
         yield TrainProgress(step + 1, cfg.steps, total, lr, tokens, tokens / max(clock() - t0, 1e-9), saved)
     model.eval()
