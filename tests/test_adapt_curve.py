@@ -20,12 +20,6 @@ from streamgen.config import ConfigError, model_config
 from streamgen.weights import load_model_and_tokenizer
 
 
-def test_leading_run_counts_until_the_first_difference() -> None:
-    assert curve.leading_run([1, 2, 3, 4], [1, 2, 9, 4]) == 2
-    assert curve.leading_run([5], [6]) == 0
-    assert curve.leading_run([1, 2], [1, 2]) == 2
-
-
 def _greedy(model, prompt: list[int], n: int) -> list[int]:
     """The reference: n greedy tokens decoded one at a time (no cache, no batching)."""
     ids = list(prompt)

@@ -63,19 +63,11 @@ class Agreement:
                 "heldout_whole": self.whole}
 
 
-def leading_run(predicted: Sequence[int], target: Sequence[int]) -> int:
-    """How many leading positions of ``predicted`` equal ``target``."""
-    n = 0
-    for a, b in zip(predicted, target, strict=False):
-        if a != b:
-            break
-        n += 1
-    return n
-
-
 def agreement(model: Any, pairs: Sequence[EncodedPair], *, pad_id: int, device: Any, batch: int = 2) -> Agreement:
     """Teacher-forced draft agreement of ``model`` on ``pairs`` (module docstring); no gradients, eval mode."""
     import torch
+
+    from streamgen.decoding.autoregressive import common_prefix_length  # imports torch: here, not at import
 
     runs: list[tuple[int, int]] = []  # (leading run, answer tokens)
     was_training = model.training
@@ -90,7 +82,7 @@ def agreement(model: Any, pairs: Sequence[EncodedPair], *, pad_id: int, device: 
                 for row, p in enumerate(chunk):
                     # position t's logits choose token t + 1: answer tokens n_prompt.. are chosen at n_prompt - 1..
                     predicted = choice[row][p.n_prompt - 1:len(p.input_ids) - 1]
-                    runs.append((leading_run(predicted, p.input_ids[p.n_prompt:]), p.n_answer))
+                    runs.append((common_prefix_length(predicted, p.input_ids[p.n_prompt:]), p.n_answer))
     finally:
         model.train(was_training)
     n, tokens = len(runs), sum(t for _, t in runs)
