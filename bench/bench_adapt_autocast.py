@@ -1,7 +1,7 @@
 """LoRA training in float32 vs bf16 autocast (``train.autocast``) on SmolLM2-135M-Instruct, side by side.
 
     python bench/bench_adapt_autocast.py                          # 4 steps × 4 sequences (micro-batch 2), 2 threads
-    python bench/bench_adapt_autocast.py --steps 8 --effective-batch 8   # the issue's size: 15-30 min on 2 cores
+    python bench/bench_adapt_autocast.py --steps 8 --effective-batch 8   # issue 31's size: 4x the default's time
     python bench/bench_adapt_autocast.py --steps 2 --requests 4   # a quick look
     python bench/bench_adapt_autocast.py --max-rel-diff 0.01 train.learning_rate=1e-4   # any recipe key=value
 
@@ -14,8 +14,9 @@ alike. Printed per step: both losses, their relative difference |bf16 − fp32| 
 step; then the ratio of median seconds per step. Exits 1 if the difference exceeds ``--max-rel-diff`` at
 any step.
 
-The default is small because one sequence (~230 tokens, forward and backward through all 135M weights
-to reach the adapters) costs about 7-14 s on two CPU cores: 4 steps × 4 sequences × 2 runs fit ~6 min.
+The default is small because one sequence (~200 tokens, forward and backward through all 135M weights
+to reach the adapters) cost 6-35 s on a 2-core box loaded by a test suite: there the default's
+4 steps × 4 sequences × 2 runs took 8.9 min wall and 6 min of CPU (docs/adaptation.md).
 """
 
 from __future__ import annotations
