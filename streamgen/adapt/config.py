@@ -29,6 +29,7 @@ SOURCE_KINDS = ("benchmark", "rows")
 TARGETS = ("teacher", "corpus")
 PAIR_VARIANTS = ("prefix_to_answer", "draft_refinement")
 TRAIN_DEVICES = ("cpu", "cuda", "auto")
+AUTOCASTS = ("none", "bf16")
 
 INCOMPLETE_REQUEST_PROMPT = (
     "The user may still be typing: their message can stop mid-request. Answer it as if it were "
@@ -89,6 +90,8 @@ class TrainSettings:
     log_every: int = 10
     device: str = "auto"  # cpu | cuda | auto
     threads: int | None = None  # torch CPU threads (None: torch's default)
+    autocast: str = "none"  # none | bf16: each micro-batch's forward + loss under torch.autocast(bfloat16);
+    # the LoRA weights, their gradients and AdamW's state stay float32 (docs/adaptation.md)
 
 
 @dataclass(frozen=True)
@@ -208,6 +211,8 @@ def _train_problems(t: TrainSettings, lora: LoraSettings) -> list[str]:
         p.append(f"train.max_length={t.max_length} is too short for a prompt and an answer (≥ 16)")
     if t.device not in TRAIN_DEVICES:
         p.append(f"train.device={t.device!r} must be one of {TRAIN_DEVICES}")
+    if t.autocast not in AUTOCASTS:
+        p.append(f"train.autocast={t.autocast!r} must be one of {AUTOCASTS} (none: float32 throughout)")
     return p
 
 

@@ -115,6 +115,7 @@ def training_record(cfg: AdaptConfig, data: EncodedSet, device: str) -> dict[str
 
     return {"recipe": cfg.name, "model": cfg.model, "variant": cfg.variant, "seed": cfg.train.seed,
             "pairs": len(data.pairs), "pairs_skipped": data.skipped, "device": device,
+            "autocast": cfg.train.autocast,
             "code_version": code_version(), "torch": torch.__version__,
             "transformers": transformers.__version__, "peft": peft.__version__}
 

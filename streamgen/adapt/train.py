@@ -5,11 +5,15 @@
 appends the target ids; labels are −100 on the prompt, so only answer tokens carry loss. ``train`` is
 a generator over optimizer steps yielding :class:`TrainProgress` (loss, tokens/s); progress bars
 belong to the caller. Each step takes ``effective_batch`` sequences (``micro_batch`` at a time,
-gradients accumulated) and averages the loss over the step's answer tokens.
+gradients accumulated) and averages the loss over the step's answer tokens. With
+``train.autocast=bf16`` each micro-batch's forward and loss run under bfloat16 autocast while the LoRA
+weights, their gradients and AdamW's state stay float32; a checkpoint records the setting, and a resume
+with another one is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -19,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from streamgen.adapt import checkpoint
-from streamgen.adapt.config import LoraSettings, TrainSettings
+from streamgen.adapt.config import AUTOCASTS, LoraSettings, TrainSettings
 from streamgen.adapt.pairs import TrainingPair
 from streamgen.chat import Message
+from streamgen.config import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +132,42 @@ def summed_loss(model: Any, batch: dict[str, Any]) -> Any:
                            ignore_index=IGNORE, reduction="sum")
 
 
+def bf16_autocast_available(device_type: str) -> bool:
+    """Whether torch can autocast to bfloat16 on ``device_type`` (cpu: yes; cuda: where bf16 is supported)."""
+    import torch
+
+    if device_type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return device_type == "cpu" and torch.amp.is_autocast_available("cpu")
+
+
+def forward_precision(autocast: str, device: Any) -> Callable[[], contextlib.AbstractContextManager[Any]]:
+    """A fresh context per micro-batch for its forward + loss: none (float32) or bfloat16 autocast.
+
+    Raises :class:`ConfigError` up front where ``device`` cannot autocast bfloat16."""
+    import torch
+
+    if autocast == "none":
+        return contextlib.nullcontext
+    if autocast != "bf16":
+        raise ConfigError([f"train.autocast={autocast!r} must be one of {AUTOCASTS}"])
+    kind = torch.device(device).type
+    if not bf16_autocast_available(kind):
+        raise ConfigError([f"train.autocast={autocast} on device {device}: torch {torch.__version__} cannot "
+                           "autocast bfloat16 there; set train.autocast=none (float32) or train.device=cpu"])
+    return lambda: torch.autocast(device_type=kind, dtype=torch.bfloat16)
+
+
+def refuse_changed_autocast(last: checkpoint.Checkpoint, autocast: str) -> None:
+    """Resuming with another forward precision would silently make a run of two halves: refused."""
+    was = last.state.get("autocast", "none")  # checkpoints from before train.autocast trained in float32
+    if was != autocast:
+        raise ConfigError([f"{last.path} was trained with train.autocast={was} but this run sets "
+                           f"train.autocast={autocast}: resuming would change the run's precision at step "
+                           f"{last.step}. Set train.autocast={was} to resume it, or start a new run "
+                           "(another output.dir, or delete its checkpoints/)"], "cannot resume training")
+
+
 def _optimizer(model: Any, cfg: TrainSettings) -> tuple[Any, Any]:
     import torch
 
@@ -144,10 +185,12 @@ def train(model: Any, data: EncodedSet, cfg: TrainSettings, ckpt_dir: Path, *, p
 
     if not data.pairs:
         raise ValueError("no training pairs: every prompt reached max_length, or the source had none")
+    precision = forward_precision(cfg.autocast, device)
     opt, sched = _optimizer(model, cfg)
     last = checkpoint.latest(ckpt_dir)
     start = 0
     if last is not None:
+        refuse_changed_autocast(last, cfg.autocast)
         checkpoint.restore(last, model, opt, sched)
         start = last.step
         log.info("resuming from %s (step %d of %d)", last.path, start, cfg.steps)
@@ -159,8 +202,9 @@ def train(model: Any, data: EncodedSet, cfg: TrainSettings, ckpt_dir: Path, *, p
         n_answer = sum(p.n_answer for p in chosen)
         total = 0.0
         for k in range(0, len(chosen), cfg.micro_batch):
-            loss = summed_loss(model, collate(chosen[k : k + cfg.micro_batch], pad_id, device)) / n_answer
-            loss.backward()
+            with precision():
+                loss = summed_loss(model, collate(chosen[k : k + cfg.micro_batch], pad_id, device)) / n_answer
+            loss.backward()  # outside autocast, as torch recommends: backward ops take the forward's dtypes
             total += float(loss.detach())
         lr = float(sched.get_last_lr()[0])
         opt.step()
@@ -169,7 +213,8 @@ def train(model: Any, data: EncodedSet, cfg: TrainSettings, ckpt_dir: Path, *, p
         saved = None
         tokens = sum(len(p.input_ids) for p in chosen)
         if (step + 1) % cfg.save_every == 0 or step + 1 == cfg.steps:
-            state = {**(record or {}), "seed": cfg.seed, "loss": total, "learning_rate": lr, "tokens": tokens}
+            state = {**(record or {}), "seed": cfg.seed, "autocast": cfg.autocast, "loss": total,
+                     "learning_rate": lr, "tokens": tokens}
             saved = checkpoint.save(ckpt_dir, step + 1, model, opt, sched, state, cfg.keep_checkpoints).path
         yield TrainProgress(step + 1, cfg.steps, total, lr, tokens, tokens / max(clock() - t0, 1e-9), saved)
     model.eval()
