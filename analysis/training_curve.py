@@ -69,9 +69,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.curve.is_file():
         print(f"error: {args.curve} does not exist: run the train stage first", file=sys.stderr)
         return 2
-    rows = [json.loads(line) for line in args.curve.read_text().splitlines() if line.strip()]
     try:
+        rows = [json.loads(line) for line in args.curve.read_text().splitlines() if line.strip()]
         curve_figure(rows, args.out, window=args.window)
+    except json.JSONDecodeError as exc:
+        print(f"error: {args.curve} is not a curve.jsonl ({exc}): rerun the train stage, which rewrites it",
+              file=sys.stderr)
+        return 2
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -159,3 +159,33 @@ def test_the_figure_draws_the_curves_rows(uninterrupted, tmp_path) -> None:
     assert main([str(tmp_path / "missing.jsonl"), str(tmp_path / "x.png")]) == 2
     assert main([str(uninterrupted / curve.CURVE_FILE), str(tmp_path / "cli.png")]) == 0
     assert (tmp_path / "cli.png").is_file()
+
+
+def test_a_line_cut_off_mid_write_is_left_out(tmp_path) -> None:
+    path = tmp_path / curve.CURVE_FILE
+    path.write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "lo')
+    assert curve.read_curve(path) == [{"step": 1, "loss": 2.0}]
+    curve.resume(path, None)  # a fresh start (no checkpoint) keeps nothing past step 0
+    assert curve.read_curve(path) == [] and path.read_text() == ""
+
+
+def test_a_run_stopped_before_its_checkpoints_evaluation_evaluates_the_checkpoint(uninterrupted, pairs_file,
+                                                                                  tmp_path) -> None:
+    """Killed between writing checkpoint 8 and its held-out line: the resumed run measures checkpoint
+    8's weights (not the fresh adapter's), so the curve still equals the uninterrupted run's."""
+    out = _with_pairs(tmp_path / "run", pairs_file)
+    reference = curve.read_curve(uninterrupted / curve.CURVE_FILE)
+    at = {r["step"]: r["heldout_agreement"] for r in reference if "heldout_agreement" in r}
+    assert at[8] != at[0], "checkpoint 8 must measure differently from the plain model for this test to mean anything"
+
+    def stop_at_8(progress) -> None:
+        if progress.step == 8:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        train_adapter(_recipe(out), on_step=stop_at_8)
+    path = out / curve.CURVE_FILE
+    curve.write_rows(path, [r for r in curve.read_curve(path) if not (r["step"] == 8 and "heldout_agreement" in r)],
+                     mode="w")
+    train_adapter(_recipe(out))
+    assert path.read_text() == (uninterrupted / curve.CURVE_FILE).read_text()

@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from streamgen.adapt import checkpoint
 from streamgen.adapt.config import adapt_config
 from streamgen.config import REPO_ROOT, ModelConfig, cluster_config, load
 from workflows import adapt as workflow
@@ -63,3 +66,41 @@ def test_smoke_chain_end_to_end(tmp_path: Path) -> None:
     evaluated = [json.loads(line)["step"] for line in (out / "curve.jsonl").read_text().splitlines()
                  if "heldout_agreement" in line]
     assert evaluated == [0, 10, 20]  # the recipe's curve.heldout=2, save_every=10
+
+
+def _adapt(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "workflows/adapt.py", "adapt=smoke", "stage=pairs", "stage=train",
+                             "train.steps=120", "train.save_every=10", *args], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_sigterm_mid_training_then_the_same_command_gives_the_uninterrupted_adapter(tmp_path: Path) -> None:
+    env = dict(os.environ)
+    reference = _adapt([f"output.dir={tmp_path / 'ref'}"], env)
+    out = tmp_path / "run"
+    run = _adapt([f"output.dir={out}"], env)
+    try:
+        deadline = time.monotonic() + 300
+        while not (out / "checkpoints" / "step-000010").is_dir():
+            assert run.poll() is None and time.monotonic() < deadline, run.stderr.read() if run.stderr else ""
+            time.sleep(0.05)
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert "interrupted by SIGTERM" in err and "Traceback" not in err
+    stopped_at = checkpoint.latest(out / "checkpoints")
+    assert stopped_at is not None and 10 <= stopped_at.step < 120, "the signal must land mid-training"
+    again = _adapt([f"output.dir={out}"], env)
+    _, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err[-2000:]
+    assert f"resuming from {stopped_at.path}" in err
+    _, err = reference.communicate(timeout=600)
+    assert reference.returncode == 0, err[-2000:]
+    final, ref = checkpoint.latest(out / "checkpoints"), checkpoint.latest(tmp_path / "ref" / "checkpoints")
+    assert final is not None and ref is not None and final.step == ref.step == 120
+    assert (final.path / checkpoint.ADAPTER_FILE).read_bytes() == (ref.path / checkpoint.ADAPTER_FILE).read_bytes()
+    assert (out / "curve.jsonl").read_text() == (tmp_path / "ref" / "curve.jsonl").read_text()

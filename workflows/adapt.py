@@ -99,8 +99,13 @@ def run_here(cfg: AdaptConfig, stages: tuple[str, ...]) -> dict[str, str]:
         nonlocal agreement
         agreement = f" held-out={found.agreement:.3f}@{step}"  # type: ignore[attr-defined]
 
+    from jobs import stop_signals
+
+    # SIGTERM/SIGINT end the stage with one line (main's `ending`); a rerun resumes: teacher parts and
+    # checkpoints are written atomically, and curve.jsonl is cut back to the newest checkpoint
     try:
-        return run_stages(cfg, stages, on_answer=answers.update, on_step=on_step, on_heldout=on_heldout)
+        with stop_signals.catching():
+            return run_stages(cfg, stages, on_answer=answers.update, on_step=on_step, on_heldout=on_heldout)
     finally:
         answers.close()
         steps.close()

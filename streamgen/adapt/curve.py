@@ -91,9 +91,13 @@ def agreement(model: Any, pairs: Sequence[EncodedPair], *, pad_id: int, device: 
 
 
 def read_curve(path: Path) -> list[dict[str, Any]]:
+    """The file's rows; a last line without its newline (a run killed mid-write) is left out."""
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    text = path.read_text()
+    lines = text.split("\n")
+    complete = lines if text.endswith("\n") else lines[:-1]
+    return [json.loads(line) for line in complete if line.strip()]
 
 
 def resume(path: Path, last: Checkpoint | None) -> None:

@@ -153,7 +153,11 @@ def train_adapter(cfg: AdaptConfig, on_step: Callable[[TrainProgress], None] | N
             if on_heldout:
                 on_heldout(step, found)
 
-    evaluate_heldout(resumed.step if resumed is not None else 0)  # step 0: the plain model
+    if resumed is None:
+        evaluate_heldout(0)  # the plain model
+    elif not curve.has_evaluation(curve_path, resumed.step):  # stopped between its checkpoint and its evaluation
+        checkpoint.load_adapter(resumed, model)  # (train() restores it again, with the optimizer)
+        evaluate_heldout(resumed.step)
     losses: list[float] = []
     for progress in train(model, data, cfg.train, cfg.out_dir / "checkpoints", pad_id=pad, device=device,
                           record=record):
