@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from analysis.report import write_report
 from analysis.tables import build_tables
 from streamgen.records import PairRecord
 from tests.analysis_fixtures import RecordSet, pair_record, write_record_set
@@ -255,4 +256,25 @@ def test_intervals_bracket_the_difference_repeat_and_shrink_with_n() -> None:
               "one_forward_share"):
         width = {rows[0]["n"]: rows[0][f"{m}_hi"] - rows[0][f"{m}_lo"] for rows in (small, large)}
         assert 0 < width[400] < 0.7 * width[100], (m, width)
+
+
+# --------------------------------------------------------------------------------------------
+# The report
+# --------------------------------------------------------------------------------------------
+
+HEADING = "## Table 3 with paired 95 % intervals"
+
+
+def test_the_report_shows_the_intervals_only_when_a_variant_has_rows(tmp_path: Path) -> None:
+    with_variant = write_record_set(tmp_path / "a", RecordSet(_random_cell("mbpp", 12, 8, _noisy_gain), []),
+                                    with_steps=False, with_runs=False)
+    text = write_report(with_variant, threads=1, with_figures=False).markdown_path.read_text()
+    section = text[text.index(HEADING):]
+    assert text.index("## Adaptation before → after (Table 3)") < text.index(HEADING)
+    assert "| m-ar · greedy · lora | mbpp | 12 | draft preserved |" in section
+    assert "average (macro)" in section and "mean residual wall (ms)" in section
+    plain_only = [p for p in _random_cell("mbpp", 12, 8, _noisy_gain) if p.variant is None]
+    without = write_record_set(tmp_path / "b", RecordSet(plain_only, []), with_steps=False, with_runs=False)
+    text = write_report(without, threads=1, with_figures=False).markdown_path.read_text()
+    assert HEADING not in text and "Table 3" not in text
 
