@@ -160,7 +160,8 @@ def test_point_statistics_equal_the_python_reference(pairs: list[PairRecord]) ->
             assert row[column] == (value if value is None else pytest.approx(value, rel=1e-9, abs=1e-12)), (key, column)
         for m in METRICS:
             if row[f"{m}_diff"] is not None:
-                assert row[f"{m}_lo"] <= row[f"{m}_hi"], (key, m)
+                lo, hi = row[f"{m}_lo"], row[f"{m}_hi"]
+                assert lo is not None and hi is not None and lo <= hi, (key, m, lo, hi)
 
 
 def test_an_example_counts_only_when_included_on_both_sides() -> None:
@@ -175,6 +176,15 @@ def test_an_example_counts_only_when_included_on_both_sides() -> None:
     for row in rows.values():
         assert row["n"] == 6
         assert row["mean_residual_forwards_plain"] == row["mean_residual_forwards_adapted"] == 2.0
+
+
+def test_preserved_share_is_a_ratio_of_sums() -> None:
+    """Drafts of 1 and 8 tokens, 1 and 0 kept: 1/9 of the draft tokens, not the mean of 1/1 and 0/8."""
+    pairs = [_pair("mbpp", v, i, draft_tokens_final=d, accepted_tokens_final=a)
+             for i, (d, a) in enumerate([(1, 1), (8, 0)]) for v in (None, "lora")]
+    for row in _table(pairs):
+        assert row["preserved_share_plain"] == row["preserved_share_adapted"] == pytest.approx(1 / 9)
+        assert row["kept_whole_share_plain"] == 0.5
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,8 +239,8 @@ def test_one_more_residual_forward_everywhere_gives_exactly_plus_one() -> None:
 
 
 def test_macro_resamples_each_benchmark_on_its_own() -> None:
-    """+1 forward on one benchmark, +3 on the other: every stratified resample's mean of the two
-    benchmarks' differences is 2; pooled draws across the benchmarks would spread around it."""
+    """+1 forward on one benchmark, +3 on the other: the mean of the two benchmarks' differences is 2
+    in every resample (one pooled mean over examples drawn across both would spread around it)."""
     def plus(k: int) -> Callable[[dict, random.Random], dict]:
         return lambda plain, rng: {**plain, "residual_forwards": plain["residual_forwards"] + k}
 
@@ -242,6 +252,16 @@ def test_macro_resamples_each_benchmark_on_its_own() -> None:
     for bench, k in (("mbpp", 1.0), ("chat", 3.0)):
         row = rows[("benchmark", "m-ar", bench, "greedy", None, "lora", None, None)]
         assert row["mean_residual_forwards_lo"] == row["mean_residual_forwards_hi"] == k
+
+
+def test_benchmarks_are_resampled_independently() -> None:
+    """Two benchmarks holding the same examples: independent draws make the macro interval about
+    1/sqrt(2) as wide as each benchmark's; one index stream shared by both would leave it as wide."""
+    rows = _by_key(_table(_random_cell("mbpp", 100, 9, _noisy_gain) + _random_cell("chat", 100, 9, _noisy_gain)))
+    m = "mean_residual_forwards"
+    width = {k[0] + str(k[2]): r[f"{m}_hi"] - r[f"{m}_lo"] for k, r in rows.items()}
+    assert width["benchmarkmbpp"] == pytest.approx(width["benchmarkchat"], rel=0.25)
+    assert 0.55 * width["benchmarkmbpp"] < width["macroNone"] < 0.85 * width["benchmarkmbpp"], width
 
 
 def test_intervals_bracket_the_difference_repeat_and_shrink_with_n() -> None:
