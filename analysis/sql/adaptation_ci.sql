@@ -7,9 +7,9 @@
 -- Every metric M below has five columns:
 --   M_plain      the statistic over the paired examples' plain-model rows
 --   M_adapted    the same over their adapted rows
---   M_diff       adapted - plain. For the means and shares it is the mean of the per-example
---                differences: the same number up to rounding, and exact where the difference is (a
---                constant +1 residual forward gives exactly 1)
+--   M_diff       adapted - plain. For the means and the two per-example shares (kept_whole,
+--                one_forward) it is the mean of the per-example differences: the same number up to
+--                rounding, and exact where the difference is (+1 residual forward everywhere gives 1)
 --   M_lo, M_hi   95 % percentile bootstrap interval of M_diff: 1000 resamples of the paired examples,
 --                each draw taking one example's plain AND adapted values; draw k of resample b is
 --                example number hash('<cell keys>|b|k') % n (numbered by example_id), so the interval
