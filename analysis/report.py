@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from analysis import figures, timing_figures
-from analysis.render import Column, markdown, with_labels
+from analysis.render import Column, fmt, markdown, row_label, with_labels
 from analysis.tables import TABLES, ResultsNotFoundError, build_tables, compare_tables
 from analysis.timing import build_typing, typing_section, typing_settings
 from streamgen.config import ConfigError, TypingConfig
@@ -111,6 +111,26 @@ ADAPT = [
     Column("one_forward_share_before", "1 residual fwd before", "share"),
     Column("one_forward_share_after", "after", "share"),
 ]
+ADAPT_CI = [
+    Column("setting", "Model · variant"),
+    Column("bench", "Benchmark"),
+    Column("n_shown", "n paired"),
+    Column("metric", "Metric"),
+    Column("plain", "plain"),
+    Column("adapted", "adapted"),
+    Column("diff", "Δ (adapted − plain)"),
+    Column("interval", "95 % interval of Δ"),
+]
+ADAPT_CI_METRICS = (  # adaptation_ci's column prefix, label, format (wall shown in ms)
+    ("preserved_share", "draft preserved", "share"),
+    ("kept_whole_share", "kept whole draft", "share"),
+    ("one_forward_share", "1 residual fwd", "share"),
+    ("mean_residual_forwards", "mean residual fwd", "x"),
+    ("mean_residual_wall_s", "mean residual wall (ms)", "ms"),
+    ("median_speedup_forwards", "median speedup fwd", "x"),
+    ("median_speedup_wall", "median speedup wall", "x"),
+    ("stream_quality_pct", "stream quality (%)", "pct"),
+)
 ATTAIN = [
     *KEY_COLS,
     Column("n_included", "n", "num"),
@@ -316,6 +336,27 @@ def rescored_section(tables: dict[str, pa.Table]) -> str:
     return text
 
 
+def _ci_text(value: float | None, kind: str) -> str:
+    """One adaptation_ci value as the report shows it (``ms``: seconds shown in milliseconds)."""
+    if kind == "ms":
+        return fmt(None if value is None else 1000 * value, "num")
+    return fmt(value, kind)
+
+
+def adaptation_ci_rows(table: pa.Table) -> list[dict]:
+    """``adaptation_ci`` in long form for the report: one row per (cell, metric) with the plain and
+    adapted values, their difference and its bootstrap interval as text (the cell's keys kept)."""
+    out = []
+    for r in table.to_pylist():
+        for k, (prefix, label, kind) in enumerate(ADAPT_CI_METRICS):
+            v = {side: _ci_text(r[f"{prefix}_{side}"], kind) for side in ("plain", "adapted", "diff", "lo", "hi")}
+            first = k == 0  # the cell's benchmark and n once, on its first metric
+            out.append({**r, "bench": row_label(r) if first else "", "n_shown": fmt(r["n"], "num") if first else "",
+                        "metric": label, "plain": v["plain"], "adapted": v["adapted"], "diff": v["diff"],
+                        "interval": f"[{v['lo']}, {v['hi']}]"})
+    return out
+
+
 def _sections(tables: dict[str, pa.Table], compare: pa.Table | None, compare_dir: Path | None) -> list[str]:
     cells = _rows(tables["cells"], scope="benchmark")
     dist = tables["distribution"]
@@ -358,6 +399,14 @@ def _sections(tables: dict[str, pa.Table], compare: pa.Table | None, compare_dir
         out.append(
             "## Adaptation before → after (Table 3)\n\n"
             + markdown(tables["adaptation"], ADAPT, blank_repeats="setting")
+        )
+    if tables["adaptation_ci"].num_rows:
+        out.append(
+            "## Table 3 with paired 95 % intervals\n\nOver the examples included for both the plain model "
+            "and the variant, paired by example id; Δ = adapted − plain with a percentile bootstrap interval "
+            "(1000 resamples of the paired examples; the average row resamples each benchmark on its own). "
+            "Shares and their Δ in percent (points); `analysis/sql/adaptation_ci.sql`.\n\n"
+            + markdown(adaptation_ci_rows(tables["adaptation_ci"]), ADAPT_CI, blank_repeats="setting")
         )
     if len({(r["acceptance"], r["tau"]) for r in tables["tau_sweep"].to_pylist()}) > 1:
         out.append("## τ sweep — quality against median speedup\n\n" + markdown(tables["tau_sweep"], SWEEP))

@@ -33,6 +33,7 @@ TABLES: tuple[str, ...] = (
     "exclusions",
     "step_summary",
     "adaptation",
+    "adaptation_ci",
     "tau_sweep",
     "run_list",
     "attainable",

@@ -51,6 +51,7 @@ def test_report_has_every_section_and_one_csv_per_table(report, run_dir: Path) -
         "Attainable limit",
         "Excluded and error rows",
         "Adaptation before → after",
+        "Table 3 with paired 95 % intervals",
         "τ sweep",
         "Steps of the stream",
         "Share of the attainable speedup",

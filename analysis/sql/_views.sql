@@ -31,6 +31,7 @@ SELECT
     CASE WHEN is_included THEN stream_quality END AS q_stream,
     CASE WHEN is_included THEN base_forwards END AS f_base,
     CASE WHEN is_included THEN residual_forwards END AS f_residual,
+    CASE WHEN is_included THEN residual_wall_s END AS w_residual,
     s_fwd,
     s_wall,
     attainable,
