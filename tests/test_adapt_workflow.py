@@ -59,6 +59,7 @@ def test_smoke_chain_end_to_end(tmp_path: Path) -> None:
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Table 3" in proc.stdout and "smoke-20" in proc.stdout
+    assert "95 % bootstrap interval" in proc.stdout  # the paired intervals follow Table 3
     assert (configs / "models" / "tiny-llama-adapt-smoke.yaml").is_file()
     rows = [r for f in (out / "eval").glob("pairs/**/*.parquet") for r in pq.read_table(f).to_pylist()]
     assert {(r["model"], r["variant"]) for r in rows} == {("tiny-llama", None), ("tiny-llama", "smoke-20")}

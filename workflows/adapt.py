@@ -127,15 +127,20 @@ def draw_curve(cfg: AdaptConfig) -> Path | None:
 def evaluate(cfg: AdaptConfig) -> int:
     """The plain and the adapted model through the ordinary grid; prints Table 3."""
     from analysis.render import markdown
-    from analysis.report import ADAPT
+    from analysis.report import ADAPT, ADAPT_CI, adaptation_ci_rows
     from analysis.tables import build_tables
     from jobs.executors import run_grid_on_cluster
 
     grid = eval_grid(cfg)
     summary = run_grid_on_cluster(grid)
-    table = build_tables(grid.results_dir, ["adaptation"])["adaptation"]
+    tables = build_tables(grid.results_dir, ["adaptation", "adaptation_ci"])
+    table, ci = tables["adaptation"], tables["adaptation_ci"]
     print(f"\nTable 3 — {cfg.model} → {cfg.adapted_name} ({cfg.variant}), results in {grid.results_dir}\n")
     print(markdown(table, ADAPT, blank_repeats="setting") if table.num_rows else "(no matched cells)")
+    if ci.num_rows:
+        print("\nPaired over examples included on both sides; Δ = adapted − plain with its 95 % bootstrap "
+              "interval (1000 resamples)\n")
+        print(markdown(adaptation_ci_rows(ci), ADAPT_CI, blank_repeats="setting"))
     return 1 if getattr(summary, "shards_failed", []) else 0
 
 
