@@ -115,9 +115,9 @@ def wrapped_in(exc: BaseException) -> RunInterrupted | None:
     return None
 
 
-def ending(exc: BaseException) -> tuple[str, int]:
-    """The one line an entry point prints for a stop signal or a results-directory error, and its exit code."""
+def ending(exc: BaseException, kept: str = "finished shards are kept") -> tuple[str, int]:
+    """The one line an entry point prints for a stop signal or a results-directory error, and its exit
+    code; ``kept`` says what a rerun resumes from."""
     if isinstance(exc, RunInterrupted):
-        return (f"interrupted by {exc.name}: finished shards are kept; run the same command again to resume",
-                exc.exit_code)
+        return f"interrupted by {exc.name}: {kept}; run the same command again to resume", exc.exit_code
     return f"error: {exc}", 1

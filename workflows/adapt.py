@@ -213,7 +213,7 @@ def main(argv: Sequence[str]) -> int:
         return 2
 
     except (ResultsDirError, RunInterrupted) as exc:  # disk full, read-only, locked; SIGTERM/SIGINT
-        line, code = ending(exc)
+        line, code = ending(exc, "teacher answers, checkpoints and finished shards are kept")
         print(line, file=sys.stderr)
         return code
 
