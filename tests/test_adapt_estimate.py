@@ -43,6 +43,13 @@ def test_each_stage_is_its_counts_times_its_rates(tmp_path: Path) -> None:
     assert by["eval"] == pytest.approx(12 * 7)
 
 
+def test_the_evaluation_divides_over_the_grids_actors(tmp_path: Path) -> None:
+    one, = estimate(_cfg(tmp_path), REQUESTS, ("eval",), eval_examples=12)
+    two, = estimate(_cfg(tmp_path), REQUESTS, ("eval",), eval_examples=12, eval_workers=2)
+    assert (one.seconds, two.seconds) == pytest.approx((12 * 7, 12 * 7 / 2))
+    assert "2 actors side by side" in two.work and "actors" not in one.work
+
+
 def test_a_resumed_run_is_estimated_from_its_newest_checkpoint(tmp_path: Path) -> None:
     (tmp_path / "checkpoints" / "step-000010").mkdir(parents=True)
     (tmp_path / "checkpoints" / "step-000010" / "state.json").write_text("{}")

@@ -183,7 +183,7 @@ def time_estimate(cfg: AdaptConfig, stages: tuple[str, ...], grid: GridConfig, a
     from streamgen.adapt.sources import load_requests
 
     examples = sum(len(s) for s in plan_grid(grid).shards) * (1 if adapted else 2)
-    return render(estimate(cfg, load_requests(cfg.source, cfg.data_dir), stages, examples))
+    return render(estimate(cfg, load_requests(cfg.source, cfg.data_dir), stages, examples, grid.workers))
 
 
 def main(argv: Sequence[str]) -> int:

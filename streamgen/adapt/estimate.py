@@ -45,8 +45,10 @@ def cached_answers(cfg: AdaptConfig) -> int:
 
 
 def estimate(cfg: AdaptConfig, requests: list[TrainingRequest], stages: tuple[str, ...],
-             eval_examples: int) -> list[StageEstimate]:
-    """Per-stage estimates for ``stages`` (``eval_examples``: (model, example, setting) pairs of runs)."""
+             eval_examples: int, eval_workers: int = 1) -> list[StageEstimate]:
+    """Per-stage estimates for ``stages`` (``eval_examples``: (model, example, setting) pairs of runs;
+    ``eval_workers``: the grid's model actors, one thread each, running side by side — the machine
+    needs that many free cores for the division to hold)."""
     rates, out = cfg.estimate, []
     train_pairs, held_pairs = count_pairs(requests, cfg.curve.heldout, cfg.pairs.include_complete)
     if "pairs" in stages:
@@ -67,8 +69,11 @@ def estimate(cfg: AdaptConfig, requests: list[TrainingRequest], stages: tuple[st
                                           f"{evals} held-out evaluations × {held_pairs} pairs at "
                                           f"{rates.heldout_s_per_pair:g} s", seconds))
     if "eval" in stages:
+        workers = max(eval_workers, 1)
         out.append(StageEstimate("eval", f"{eval_examples} example runs (base + stream) at "
-                                         f"{rates.eval_s_per_example:g} s", eval_examples * rates.eval_s_per_example))
+                                         f"{rates.eval_s_per_example:g} s" + (f" on {workers} actors side by side"
+                                                                             if workers > 1 else ""),
+                                 eval_examples * rates.eval_s_per_example / workers))
     return out
 
 
