@@ -69,11 +69,10 @@ def estimate(cfg: AdaptConfig, requests: list[TrainingRequest], stages: tuple[st
                                           f"{evals} held-out evaluations × {held_pairs} pairs at "
                                           f"{rates.heldout_s_per_pair:g} s", seconds))
     if "eval" in stages:
-        workers = max(eval_workers, 1)
+        side_by_side = f" on {eval_workers} actors side by side" if eval_workers > 1 else ""
         out.append(StageEstimate("eval", f"{eval_examples} example runs (base + stream) at "
-                                         f"{rates.eval_s_per_example:g} s" + (f" on {workers} actors side by side"
-                                                                             if workers > 1 else ""),
-                                 eval_examples * rates.eval_s_per_example / workers))
+                                         f"{rates.eval_s_per_example:g} s{side_by_side}",
+                                 eval_examples * rates.eval_s_per_example / eval_workers))
     return out
 
 
