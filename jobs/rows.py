@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from jobs.tasks import DecodedShard, ExampleResult, ExampleTask, ShardTask
 from streamgen.benchmarks import Score
 from streamgen.benchmarks.base import score_columns
-from streamgen.cells import Cell, settings_json
+from streamgen.cells import Cell, settings_json, stable_hash
 from streamgen.divergence import divergence
 from streamgen.exclusions import empty_answer_reason
 from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord
@@ -204,29 +204,96 @@ class ShardRows:
 
 def score_shard(task: ShardTask, decoded: DecodedShard) -> ShardRows:
     """Score both answers of every decoded example of a shard and build the shard's rows."""
-    from streamgen.benchmarks import empty_answer_reason, load_benchmark
+    return score_unit((task,), (decoded,))[0]
+
+
+class _Answer(NamedTuple):
+    """One answer to score: the benchmark config it is scored under, its example, its text."""
+
+    benchmark: str  # the benchmark config's hash (:func:`_bench_key`)
+    example_id: str
+    text: str
+
+
+def _bench_key(task: ShardTask) -> str:
+    return stable_hash(dataclasses.asdict(task.cell.benchmark))
+
+
+def _scorable(decoded: DecodedShard) -> list[ExampleResult]:
+    from streamgen.benchmarks import empty_answer_reason
+
+    return [r for r in decoded.results if r.outcome is not None
+            and empty_answer_reason(r.outcome.base.text, r.outcome.stream.text) is None]
+
+
+def _unit_answers(tasks: tuple[ShardTask, ...], decoded: tuple[DecodedShard, ...]) -> dict[_Answer, Any]:
+    """Every distinct (benchmark, example, answer) of a unit, first use first, mapped to its Example.
+
+    The cells of a work unit share one base run per example (``jobs.shared_work``), and a greedy stream
+    answer often equals the base answer: each distinct answer is scored once and its verdict shared."""
+    distinct: dict[_Answer, Any] = {}
+    for task, dec in zip(tasks, decoded, strict=True):
+        by_id = {ex.example_id: ex.example for ex in task.examples}
+        for r in _scorable(dec):
+            for text in (r.outcome.base.text, r.outcome.stream.text):  # type: ignore[union-attr]
+                distinct.setdefault(_Answer(_bench_key(task), r.example_id, text), by_id[r.example_id])
+    return distinct
+
+
+def _score_answers(tasks: tuple[ShardTask, ...], distinct: dict[_Answer, Any]) -> dict[_Answer, Score]:
+    """Each distinct answer through its benchmark's scorer once (one ``score_many`` per benchmark)."""
+    from streamgen.benchmarks import load_benchmark
+
+    configs = {_bench_key(t): t.cell.benchmark for t in tasks}
+    verdicts: dict[_Answer, Score] = {}
+    for key in dict.fromkeys(a.benchmark for a in distinct):
+        keys = [a for a in distinct if a.benchmark == key]
+        scores = load_benchmark(configs[key]).score_many([distinct[a] for a in keys], [a.text for a in keys], workers=1)
+        verdicts.update(zip(keys, scores, strict=True))
+    return verdicts
+
+
+def score_unit(tasks: tuple[ShardTask, ...], decoded: tuple[DecodedShard, ...]) -> tuple[ShardRows, ...]:
+    """The rows of each shard of a work unit (``jobs.shared_work``), in order; each distinct answer of an
+    example is scored once for the whole unit (docs/grid.md, "Scoring"), so the sandbox runs once per
+    distinct program, not once per acceptance cell. The rows are what scoring every shard alone gives."""
+    from streamgen.benchmarks import load_benchmark
 
     start = time.perf_counter()
-    by_id = {ex.example_id: ex for ex in task.examples}
-    scorable = [r for r in decoded.results if r.outcome is not None
-                and empty_answer_reason(r.outcome.base.text, r.outcome.stream.text) is None]
-    answers = [a for r in scorable for a in (r.outcome.base.text, r.outcome.stream.text)]  # type: ignore[union-attr]
-    flat = [by_id[r.example_id].example for r in scorable for _ in (0, 1)]
-    benchmark = load_benchmark(task.cell.benchmark)
-    scores = benchmark.score_many(flat, answers, workers=1) if scorable else []
-    score_of = {r.example_id: (scores[2 * i], scores[2 * i + 1]) for i, r in enumerate(scorable)}
+    verdicts = _score_answers(tasks, _unit_answers(tasks, decoded))
+    share_s = (time.perf_counter() - start) / max(len(tasks), 1)
+    reported: set[_Answer] = set()
+    out = []
+    for task, dec in zip(tasks, decoded, strict=True):
+        version = load_benchmark(task.cell.benchmark).scorer_version
+        out.append(_shard_rows(task, dec, verdicts, version, share_s, reported))
+    return tuple(out)
+
+
+def _shard_rows(task: ShardTask, decoded: DecodedShard, verdicts: dict[_Answer, Score], scorer_version: str,
+                score_s: float, reported: set[_Answer]) -> ShardRows:
+    """One shard's rows from the unit's verdicts; a sandbox error is reported by the first shard using it."""
+    bench = _bench_key(task)
+    score_of = {r.example_id: tuple(verdicts[_Answer(bench, r.example_id, t)]
+                                    for t in (r.outcome.base.text, r.outcome.stream.text))  # type: ignore[union-attr]
+                for r in _scorable(decoded)}
     ctx = shard_context(task, decoded.device, decoded.actor_id, decoded.thresholds, decoded.numerics)
     results = {r.example_id: r for r in decoded.results}
     pairs: list[PairRecord] = []
     steps: list[StepRecord] = []
     for ex in task.examples:
-        rows = _rows(ctx, ex, results[ex.example_id], score_of.get(ex.example_id, (None, None)),
-                     benchmark.scorer_version)
+        rows = _rows(ctx, ex, results[ex.example_id], score_of.get(ex.example_id, (None, None)), scorer_version)
         pairs.append(rows.pair)
         steps.extend(rows.steps)
+    errors = []
+    for r in _scorable(decoded):
+        for text in dict.fromkeys((r.outcome.base.text, r.outcome.stream.text)):  # type: ignore[union-attr]
+            key = _Answer(bench, r.example_id, text)
+            if verdicts[key].status == "error" and key not in reported:
+                reported.add(key)
+                errors.append(verdicts[key].detail[-500:])
     return ShardRows(tuple(pairs), tuple(steps), sum(p.error_type is not None for p in pairs),
-                     sum(p.excluded_reason is not None for p in pairs), time.perf_counter() - start,
-                     tuple(s.detail[-500:] for s in scores if s.status == "error"))
+                     sum(p.excluded_reason is not None for p in pairs), score_s, tuple(errors))
 
 
 def _rows(ctx: RowContext, ex: ExampleTask, result: ExampleResult, scores: tuple[Any, Any],
@@ -243,11 +310,6 @@ def failed_shard_rows(task: ShardTask, error: str, device: str = "unknown") -> S
     ctx = shard_context(task, device)
     pairs = tuple(error_rows(ctx, ex.example_id, ex.n_segments, SHARD_FAILED, error).pair for ex in task.examples)
     return ShardRows(pairs, (), len(pairs), 0, 0.0)
-
-
-def score_unit(tasks: tuple[ShardTask, ...], decoded: tuple[DecodedShard, ...]) -> tuple[ShardRows, ...]:
-    """:func:`score_shard` for each shard of a work unit (``jobs.shared_work``), in order."""
-    return tuple(score_shard(t, d) for t, d in zip(tasks, decoded, strict=True))
 
 
 def remote_score_unit(tasks: tuple[ShardTask, ...], decoded: tuple[DecodedShard, ...]) -> Any:
