@@ -137,3 +137,23 @@ def test_tiny_bidirectional_and_diffusion_gemma_paths_keep_float32_rope() -> Non
         buffers = _rope_buffers(model)
         assert buffers and next(model.parameters()).dtype == torch.bfloat16
         assert all(b.dtype == torch.float32 for b in buffers.values()), {n: b.dtype for n, b in buffers.items()}
+
+
+def test_a_pickled_model_keeps_its_float32_rotary_and_attention_function() -> None:
+    """Ray may ship a model to another process: the rotary class is found by name, and the attention
+    function is registered again (removed here first, as in a fresh process)."""
+    import pickle
+
+    from transformers import AttentionInterface
+
+    model = _long_context_model("llada").to(torch.bfloat16)
+    ids = torch.randint(0, 94, (1, 16), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        expected = model(ids).logits
+    blob = pickle.dumps(model)
+    AttentionInterface._global_mapping.pop(model.config._attn_implementation)
+    loaded = pickle.loads(blob)
+    assert type(loaded.model.rotary_emb).__name__ == "Float32LlamaRotaryEmbedding"
+    assert loaded.model.rotary_emb.inv_freq.dtype == torch.float32
+    with torch.no_grad():
+        assert torch.equal(loaded(ids).logits, expected)

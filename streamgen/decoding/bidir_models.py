@@ -121,15 +121,29 @@ def _full_precision_attention() -> str:
     return _FP32_ROPE_ATTENTION
 
 
+_FLOAT32_ROTARY = {"Float32LlamaRotaryEmbedding": "llada", "Float32Qwen2RotaryEmbedding": "dream"}
+
+
 @functools.cache
-def _float32_rotary(rotary_cls: type) -> type:
-    """``rotary_cls`` whose ``inv_freq`` buffers stay float32 through every cast (:mod:`streamgen.rope`).
+def _float32_rotary(arch: str) -> type:
+    """The arch's transformers rotary module, its ``inv_freq`` buffers float32 through every cast.
 
     A subclass of the rotary module rather than an override on :class:`BidirLM`: ``_apply`` recurses
     through children, so a cast of the whole model, of ``model.model`` or of the rotary module alone
-    all keep the frequencies.
+    all keep the frequencies (:mod:`streamgen.rope`). Built on first use (transformers' modeling
+    modules load lazily here); :func:`__getattr__` finds it by name for pickle.
     """
-    return type(f"Float32{rotary_cls.__name__}", (Float32RopeBuffers, rotary_cls), {})
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding
+
+    base = LlamaRotaryEmbedding if arch == "llada" else Qwen2RotaryEmbedding
+    return type(f"Float32{base.__name__}", (Float32RopeBuffers, base), {"__module__": __name__})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FLOAT32_ROTARY:
+        return _float32_rotary(_FLOAT32_ROTARY[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _Backbone(nn.Module):
@@ -142,13 +156,13 @@ class _Backbone(nn.Module):
 
         mod: Any = modeling_llama if spec.arch == "llada" else modeling_qwen2
         prefix = "Llama" if spec.arch == "llada" else "Qwen2"
-        Layer, Norm, Rotary = (getattr(mod, prefix + n) for n in ("DecoderLayer", "RMSNorm", "RotaryEmbedding"))
+        Layer, Norm = (getattr(mod, prefix + n) for n in ("DecoderLayer", "RMSNorm"))
         self.embed_tokens = nn.Embedding(spec.vocab_size, spec.hidden_size)
         self.layers = nn.ModuleList(Layer(hf_config, i) for i in range(spec.num_layers))
         for layer in self.layers:
             setattr(layer.self_attn, "is_causal", False)  # noqa: B010  (full attention: no mask, no causal flag)
         self.norm = Norm(spec.hidden_size, eps=spec.rms_norm_eps)
-        self.rotary_emb = _float32_rotary(Rotary)(config=hf_config)
+        self.rotary_emb = _float32_rotary(spec.arch)(config=hf_config)
 
 
 class BidirLM(nn.Module):
@@ -168,6 +182,11 @@ class BidirLM(nn.Module):
     @property
     def device(self) -> torch.device:
         return self.lm_head.weight.device
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        if self.spec.rope_full_precision:  # transformers' attention registry is per process: an unpickled model
+            _full_precision_attention()    # in a fresh one needs its attention function registered again
 
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None) -> BidirOutput:
         hidden = self.model.embed_tokens(input_ids)
