@@ -232,10 +232,13 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedMod
     """Load the weights and tokenizer a model config names (never downloads unless it names a hub id)."""
     raise_if_problems(validate_model(cfg), f"model {cfg.name or '<model>'} is misconfigured")
     if cfg.source == "tiny":
+        from streamgen.rope import cast_keeping_rope_float32
+
         mask = dict(cfg.decoding).get("mask_token_id")  # a diffusion family's mask id past the tokenizer's
         vocab = max(len(tiny_tokenizer()), int(mask) + 1) if mask is not None else None
         model = tiny_model(cfg.tiny_arch or "", seed=cfg.seed, vocab_size=vocab)
-        return LoadedModel(model.to(device, dtype=torch_dtype(cfg.dtype)).eval(), tiny_tokenizer())
+        model = cast_keeping_rope_float32(model, device=device, dtype=torch_dtype(cfg.dtype))
+        return LoadedModel(model.eval(), tiny_tokenizer())
     if cfg.source == "scripted":
         return _scripted(cfg, device)
     if cfg.source == "smollm2":
@@ -257,6 +260,7 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedMod
 
 def _scripted(cfg: ModelConfig, device: str) -> LoadedModel:
     """A scripted model (``path`` = behaviour), causal or bidirectional as its family decodes."""
+    from streamgen.rope import cast_keeping_rope_float32
     from streamgen.scripted import scripted_diffusion_gemma, scripted_model
 
     tok = tiny_tokenizer()
@@ -269,4 +273,4 @@ def _scripted(cfg: ModelConfig, device: str) -> LoadedModel:
         model = near_tie_model(int(mask))
     else:
         model = scripted_model(cfg.path, bidirectional=cfg.family == "bidirectional", mask_token_id=int(mask))
-    return LoadedModel(model.to(device=device, dtype=torch_dtype(cfg.dtype)), tok)
+    return LoadedModel(cast_keeping_rope_float32(model, device=device, dtype=torch_dtype(cfg.dtype)), tok)

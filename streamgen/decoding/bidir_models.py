@@ -14,6 +14,7 @@ What the forward returns is the raw logits at every position; LLaDA's logits at 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -23,6 +24,8 @@ from typing import Any, Literal
 
 import torch
 from torch import nn
+
+from streamgen.rope import Float32RopeBuffers
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,10 @@ class BidirSpec:
     max_position_embeddings: int
     mask_token_id: int
     eos_token_id: int
+    rope_full_precision: bool = True
+    """Rotate q and k in float32 at any model dtype, cast back after (LLaDA's ``rope_full_precision``,
+    true in LLaDA-8B's config.json and the default of its ModelConfig). Dream's official code rotates
+    in the model dtype: False. A no-op in float32."""
 
     @property
     def attention_bias(self) -> bool:
@@ -84,8 +91,59 @@ def _hf_config(spec: BidirSpec) -> Any:
         from transformers import Qwen2Config
 
         cfg = Qwen2Config(use_sliding_window=False, **common)
-    cfg._attn_implementation = "sdpa"
+    cfg._attn_implementation = _full_precision_attention() if spec.rope_full_precision else "sdpa"
     return cfg
+
+
+_FP32_ROPE_ATTENTION = "streamgen_sdpa_fp32_rope"
+
+
+def _sdpa_after_fp32_rope(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                          *args: Any, **kwargs: Any) -> Any:
+    """SDPA on q and k rotated in float32 (``rope_full_precision``), cast back to the model dtype first.
+
+    With float32 cos/sin (:meth:`BidirLM.forward`), transformers' ``apply_rotary_pos_emb`` already
+    rotates in float32 by type promotion — ``q * cos`` with q in bf16 is ``q.float() * cos``, as the
+    official LLaDA code writes it — and returns float32 q and k. The attention function is the one
+    hook between that rotation and the attention product, so the cast back (LLaDA's ``type_as(q)``)
+    happens here; in float32 it is a no-op and the call is plain SDPA.
+    """
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    return sdpa_attention_forward(module, query.to(value.dtype), key.to(value.dtype), value, *args, **kwargs)
+
+
+def _full_precision_attention() -> str:
+    """The name of :func:`_sdpa_after_fp32_rope` in transformers' attention registry (registered on first use)."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(_FP32_ROPE_ATTENTION, _sdpa_after_fp32_rope)
+    return _FP32_ROPE_ATTENTION
+
+
+_FLOAT32_ROTARY = {"Float32LlamaRotaryEmbedding": "llada", "Float32Qwen2RotaryEmbedding": "dream"}
+
+
+@functools.cache
+def _float32_rotary(arch: str) -> type:
+    """The arch's transformers rotary module, its ``inv_freq`` buffers float32 through every cast.
+
+    A subclass of the rotary module rather than an override on :class:`BidirLM`: ``_apply`` recurses
+    through children, so a cast of the whole model, of ``model.model`` or of the rotary module alone
+    all keep the frequencies (:mod:`streamgen.rope`). Built on first use (transformers' modeling
+    modules load lazily here); :func:`__getattr__` finds it by name for pickle.
+    """
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding
+
+    base = LlamaRotaryEmbedding if arch == "llada" else Qwen2RotaryEmbedding
+    return type(f"Float32{base.__name__}", (Float32RopeBuffers, base), {"__module__": __name__})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FLOAT32_ROTARY:
+        return _float32_rotary(_FLOAT32_ROTARY[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _Backbone(nn.Module):
@@ -98,13 +156,13 @@ class _Backbone(nn.Module):
 
         mod: Any = modeling_llama if spec.arch == "llada" else modeling_qwen2
         prefix = "Llama" if spec.arch == "llada" else "Qwen2"
-        Layer, Norm, Rotary = (getattr(mod, prefix + n) for n in ("DecoderLayer", "RMSNorm", "RotaryEmbedding"))
+        Layer, Norm = (getattr(mod, prefix + n) for n in ("DecoderLayer", "RMSNorm"))
         self.embed_tokens = nn.Embedding(spec.vocab_size, spec.hidden_size)
         self.layers = nn.ModuleList(Layer(hf_config, i) for i in range(spec.num_layers))
         for layer in self.layers:
             setattr(layer.self_attn, "is_causal", False)  # noqa: B010  (full attention: no mask, no causal flag)
         self.norm = Norm(spec.hidden_size, eps=spec.rms_norm_eps)
-        self.rotary_emb = Rotary(config=hf_config)
+        self.rotary_emb = _float32_rotary(spec.arch)(config=hf_config)
 
 
 class BidirLM(nn.Module):
@@ -125,11 +183,18 @@ class BidirLM(nn.Module):
     def device(self) -> torch.device:
         return self.lm_head.weight.device
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        if self.spec.rope_full_precision:  # transformers' attention registry is per process: an unpickled model
+            _full_precision_attention()    # in a fresh one needs its attention function registered again
+
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor | None = None) -> BidirOutput:
         hidden = self.model.embed_tokens(input_ids)
         if position_ids is None:
             position_ids = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
-        pos_emb = self.model.rotary_emb(hidden, position_ids)
+        # cos/sin come back in the dtype of the tensor passed: float32 ones make the layers rotate in float32
+        rope_dtype = torch.float32 if self.spec.rope_full_precision else hidden.dtype
+        pos_emb = self.model.rotary_emb(hidden.new_empty(0, dtype=rope_dtype), position_ids)
         for layer in self.model.layers:
             hidden = layer(hidden, attention_mask=None, position_ids=position_ids, position_embeddings=pos_emb)
         return BidirOutput(self.lm_head(self.model.norm(hidden)))
@@ -206,7 +271,8 @@ def spec_from_config(arch: BidirArch, raw: dict[str, Any]) -> BidirSpec:
             rope_theta=float(raw.get("rope_theta", 500000.0)), rms_norm_eps=float(raw.get("rms_norm_eps", 1e-5)),
             max_position_embeddings=int(raw.get("max_sequence_length", 4096)),
             mask_token_id=int(raw.get("mask_token_id", LLADA_MASK_ID)),
-            eos_token_id=int(raw.get("eos_token_id", LLADA_EOS_ID)))
+            eos_token_id=int(raw.get("eos_token_id", LLADA_EOS_ID)),
+            rope_full_precision=bool(raw.get("rope_full_precision", True)))
     return BidirSpec(
         arch="dream", vocab_size=raw["vocab_size"], hidden_size=raw["hidden_size"],
         intermediate_size=raw["intermediate_size"], num_layers=raw["num_hidden_layers"],
@@ -214,7 +280,8 @@ def spec_from_config(arch: BidirArch, raw: dict[str, Any]) -> BidirSpec:
         rope_theta=float(raw.get("rope_theta", 1e6)), rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
         max_position_embeddings=int(raw.get("max_position_embeddings", 32768)),
         mask_token_id=int(raw.get("mask_token_id", DREAM_MASK_ID)),
-        eos_token_id=int(raw.get("eos_token_id", DREAM_EOS_ID)))
+        eos_token_id=int(raw.get("eos_token_id", DREAM_EOS_ID)),
+        rope_full_precision=False)  # Dream's code rotates in the model dtype (cos/sin cast to it first)
 
 
 def tiny_spec(arch: BidirArch, vocab_size: int, **overrides: Any) -> BidirSpec:
@@ -222,7 +289,8 @@ def tiny_spec(arch: BidirArch, vocab_size: int, **overrides: Any) -> BidirSpec:
     base = BidirSpec(arch=arch, vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_layers=2,
                      num_heads=4, num_kv_heads=4 if arch == "llada" else 2, rope_theta=10000.0,
                      rms_norm_eps=1e-5, max_position_embeddings=1024,
-                     mask_token_id=vocab_size - 1, eos_token_id=vocab_size - 2)
+                     mask_token_id=vocab_size - 1, eos_token_id=vocab_size - 2,
+                     rope_full_precision=arch == "llada")
     return replace(base, **overrides)
 
 

@@ -51,6 +51,7 @@ from streamgen.decoding.bidir_sampler import (
 )
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.over_text import OverText
+from streamgen.rope import cast_keeping_rope_float32
 from streamgen.weights import LoadedModel, load_model_and_tokenizer, torch_dtype
 
 log = logging.getLogger(__name__)
@@ -332,7 +333,7 @@ def load_weights(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
         vocab = max(len(tok), mask + 1)  # a mask id past the tokenizer's: never produced from text
         model = tiny_bidir_model(arch, cfg.seed, vocab, mask_token_id=mask,  # type: ignore[arg-type]
                                  eos_token_id=tok.eos_token_id)
-        return LoadedModel(model.to(device=device, dtype=dtype).eval(), tok)
+        return LoadedModel(cast_keeping_rope_float32(model, device=device, dtype=dtype).eval(), tok)
     if cfg.source == "tiny" or cfg.trust_remote_code:
         if cfg.trust_remote_code:
             log.warning("model %s: trust_remote_code is on: running the hub's modeling code", cfg.name)

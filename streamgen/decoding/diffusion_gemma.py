@@ -39,6 +39,7 @@ from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.over_text import OverText
+from streamgen.rope import cast_keeping_rope_float32
 from streamgen.weights import LoadedModel, ModelLoadError, load_model_and_tokenizer, torch_dtype
 
 log = logging.getLogger(__name__)
@@ -324,7 +325,7 @@ def load_weights(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
     if cfg.source == "tiny":
         tok = tiny_tokenizer()
         model = tiny_diffusion_gemma(cfg.seed, len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-        return LoadedModel(model.to(device=device, dtype=dtype).eval(), tok)
+        return LoadedModel(cast_keeping_rope_float32(model, device=device, dtype=dtype).eval(), tok)
     if cfg.source not in ("hub", "local"):
         raise ConfigError([f"model {cfg.name}: diffusion_gemma loads from source hub, local or tiny, not {cfg.source}"])
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
