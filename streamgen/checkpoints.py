@@ -22,6 +22,7 @@ import json
 import os
 import re
 import struct
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path

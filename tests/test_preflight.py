@@ -91,6 +91,17 @@ def test_a_renamed_weight_is_one_missing_and_one_left_over_line(cache: Path, mod
     assert new in problems[1] and all(p.startswith(f"model {model}: ") for p in problems)
 
 
+def test_two_weights_onto_one_parameter_are_named(cache: Path) -> None:
+    """One to one: a Gemma-3 checkpoint holding the final norm under both its published name and the name
+    transformers 5 gives it (``model.language_model.*``) fills one parameter twice."""
+    fx = fixture("gemma-3-12b-it")
+    shapes = weight_shapes(fx, scaled_config(fx))
+    shapes["model.language_model.norm.weight"] = shapes["language_model.model.norm.weight"]  # both → model.norm
+    write_snapshot(cache, "gemma-3-12b-it", shapes=shapes)
+    (line,) = preflight({"gemma-3-12b-it": model_config("gemma-3-12b-it")}).problems
+    assert "1 parameters get more than one checkpoint weight: model.norm.weight" in line
+
+
 def test_a_weight_of_another_shape_is_named(cache: Path) -> None:
     fx = fixture("dream-7b")
     shapes = weight_shapes(fx, scaled_config(fx))

@@ -51,6 +51,10 @@ def test_recorded_snapshots_reads_runs_rows_old_and_new(tmp_path: Path) -> None:
     writer.write_run(_run_row("r1", "2026-01-01T00:00:00", None))  # a row from before the column: no snapshots
     writer.write_run(_run_row("r2", "2026-01-02T00:00:00", {"dream-7b": OLD}))
     assert recorded_snapshots(tmp_path) == [("2026-01-02T00:00:00", "r2", {"dream-7b": OLD})]
+    writer.write_run(_run_row("r0", "2026-01-03T00:00:00", {"dream-7b": COMMIT}))  # a later run (its id sorts first)
+    assert [r[1] for r in recorded_snapshots(tmp_path)] == ["r2", "r0"]  # by start time
+    assert snapshot_conflicts(recorded_snapshots(tmp_path), {"dream-7b": COMMIT}, tmp_path) == []
+    assert len(snapshot_conflicts(recorded_snapshots(tmp_path), {"dream-7b": OLD}, tmp_path)) == 1
     assert recorded_snapshots(tmp_path / "absent") == []
 
 
