@@ -35,7 +35,9 @@ from streamgen.config import ModelConfig
 # license"); see docs/cluster.md.
 GATED_PREFIXES = ("meta-llama/", "google/gemma-")
 MULTIMODAL_EXTRAS = ("vision_tower.", "multi_modal_projector.")
-_TEXT_PREFIXES = (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."))
+# the text weights of a Gemma3ForConditionalGeneration checkpoint (as published; as transformers 5 names them)
+_TEXT_PREFIXES = (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."),
+                  ("model.language_model.", "model."))
 _SHOWN = 3  # names shown per problem line
 
 
@@ -219,7 +221,10 @@ def weight_problems(model: str, stored: StoredWeights, expected: ExpectedWeights
     left = [n for n, t in mapped.items() if t not in expected.shapes] + unmappable
     wrong = [f"{n} {stored.shapes[n]} vs {expected.shapes[t]}" for n, t in mapped.items()
              if t in expected.shapes and stored.shapes[n] is not None and stored.shapes[n] != expected.shapes[t]]
+    twice = [t for t, n in Counter(mapped.values()).items() if n > 1]
     fix = "check that config.json and the weights belong to the same checkpoint (or set trust_remote_code: true)"
+    if twice:
+        p.append(f"model {model}: {len(twice)} parameters get more than one checkpoint weight: {_few(twice)}; {fix}")
     if missing:
         p.append(f"model {model}: {len(missing)} parameters have no weight in the checkpoint: {_few(missing)}; {fix}")
     if left:
