@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from streamgen.checkpoints import Snapshot, checkpoint_problems, find_snapshot, missing_snapshot_line
-from streamgen.config import ModelConfig
+from streamgen.config import ConfigError, GridConfig, ModelConfig, model_config
 from streamgen.result_files import readable_files
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,18 @@ def preflight(models: Mapping[str, ModelConfig]) -> Preflight:
             pinned[name] = dataclasses.replace(cfg, revision=snap.commit)
             log.info("model %s: %s at snapshot %s", name, cfg.path, snap.commit)
     return Preflight(problems, snapshots, pinned)
+
+
+def grid_problems(grid: GridConfig) -> list[str]:
+    """The pre-flight's problems for ``grid``'s models (names that do not load are validate_grid's to
+    report): what ``jobs.executors.submit_grid`` checks before a Slurm job books its GPUs."""
+    models = {}
+    for name in grid.models:
+        try:
+            models[name] = model_config(name)
+        except ConfigError:
+            continue
+    return preflight(models).problems
 
 
 # --------------------------------------------------------------------------------------------

@@ -113,3 +113,19 @@ def test_full_grid_dry_run_passes_on_the_test_checkpoints(cache: Path, tmp_path:
     assert "dry run of grid" in out
     for model in STUDY_MODELS:  # each checkpoint went through the pre-flight and was pinned
         assert f"checkpoint {model}: snapshot {COMMIT}" in out
+
+
+def test_a_slurm_submission_is_refused_before_the_gpus_are_booked(cache: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """submit_grid checks the checkpoints before anything is queued (the grid's job would run the same
+    pre-flight on its head node, but only once its GPUs are allocated)."""
+    from jobs import executors
+    from streamgen.config import cluster_config
+
+    submitted = []
+    monkeypatch.setattr(executors, "make_executor", lambda *a, **k: submitted.append(a))
+    grid = grid_config("full", ["benchmarks=[coedit]", f"results_dir={tmp_path / 'r'}"])
+    with pytest.raises(ConfigError) as err:
+        executors.submit_grid(grid, cluster_config("debug"))
+    assert "cannot submit job" in str(err.value) and not submitted
+    assert sum("hf download" in p for p in err.value.problems) == len(STUDY_MODELS)
