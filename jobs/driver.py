@@ -289,7 +289,8 @@ class GridRun:
                          socket.gethostname(), json.dumps(self._inventory(), sort_keys=True),
                          self.started_at, None if status == "running" else _now(), s.shards_total,
                          s.shards_skipped + s.shards_done, s.shards_skipped, SCHEMA_VERSION, s.forwards_executed,
-                         status=status, stop_signal=stop_signal, numerics=_numerics_json(s.numerics))
+                         status=status, stop_signal=stop_signal, numerics=_numerics_json(s.numerics),
+                         model_snapshots=json.dumps(dict(self.plan.snapshots), sort_keys=True))
 
 
     def _inventory(self) -> dict[str, Any]:

@@ -156,4 +156,6 @@ def render(grid: GridConfig, plan: GridPlan, lines: list[CellLine], cost: CostMo
         missing = sorted({x.label.split(" / ")[0] for x in todo if x.forwards is None})
         tail = (f"no estimate for {', '.join(missing)}: {cost.source} has no rows of "
                 f"{'that model' if len(missing) == 1 else 'those models'} with cell settings yet")
-    return "\n".join([head, *body, "", tail])
+    pinned = [f"checkpoint {m}: snapshot {c} (pre-flight passed; the actors load this commit)"
+              for m, c in plan.snapshots.items() if c]
+    return "\n".join([head, *body, "", tail, *pinned])

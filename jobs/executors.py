@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 import submitit
 
 from jobs import preemption, ray_bootstrap, results_dir, slurm, slurm_inventory
+from jobs.preflight import grid_problems
 from streamgen.config import (
     EXECUTORS,
     ClusterConfig,
@@ -135,7 +136,7 @@ def submit_grid(grid: GridConfig, cluster: ClusterConfig | None = None,
     Raises :class:`streamgen.config.ConfigError` listing every problem before anything is queued.
     """
     cluster = cluster or cluster_config(grid.cluster)
-    problems = validate_grid(grid) if task is None else []
+    problems = [*validate_grid(grid), *grid_problems(grid)] if task is None else []  # checkpoints: jobs/preflight.py
     if task is None and not problems:  # a results directory nobody can write fails here, not in the queue
         results_dir.check_writable(grid.results_dir, create=False)  # nothing written before the queue accepts
     grid = absolute_paths(grid)

@@ -3,7 +3,9 @@
 Everything that can be checked before a model actor starts is checked here, and every problem is
 collected into ONE :class:`~streamgen.config.ConfigError`: unknown models and benchmarks, τ outside
 [0, 1], a missing data directory (``streamgen.config.validate_grid``), model weights that cannot be
-found (package, file or folder missing; family module absent), benchmarks whose module or data does
+found (package, file or folder missing; family module absent), hub and local checkpoints that are not
+cached, do not build, do not fit their weights or disagree on EOS / mask ids (``jobs.preflight``, which
+also pins each hub model to its snapshot commit and refuses a results directory of another snapshot), benchmarks whose module or data does
 not load or cannot score (``Benchmark.problems()``), data files that differ from their manifest.
 Each benchmark's version gets its data files' sha256 prefixes (``data_manifest.versioned``), so a
 changed data file changes the shard ids. Models are not loaded in the driver (slow, and a GPU driver
@@ -21,6 +23,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from jobs.preflight import preflight, recorded_snapshots, snapshot_conflicts
 from jobs.shards import Shard, expand_cells, expand_shards
 from jobs.tasks import ExampleTask, ShardTask
 from streamgen.cells import effective_system_prompt
@@ -55,6 +58,7 @@ class GridPlan:
     segments: Mapping[tuple[str, str], tuple[str, ...]]  # (benchmark, example id) → segments
     excluded: Mapping[tuple[str, str], str | None]  # (benchmark, example id) → reason decided up front
     shards: tuple[Shard, ...]
+    snapshots: Mapping[str, str | None] = dataclasses.field(default_factory=dict)  # model → hub commit (pre-flight)
 
     @property
     def resolved_yaml(self) -> str:
@@ -110,8 +114,6 @@ def model_problems(cfg: ModelConfig) -> list[str]:
             path = Path(cfg.path) / cfg.gguf_file if cfg.gguf_file else Path(cfg.path)
             if not path.is_file():
                 p.append(f"model {cfg.name}: GGUF file {path} does not exist; fix path=")
-        elif cfg.source == "local" and not Path(cfg.path).is_dir():
-            p.append(f"model {cfg.name}: folder {cfg.path} does not exist; fix path=")
     except ConfigError as exc:
         p.extend(exc.problems)
     return p
@@ -172,6 +174,10 @@ def plan_grid(grid: GridConfig) -> GridPlan:
         except ConfigError:
             continue  # already reported by validate_grid
         problems.extend(model_problems(models[name]))
+    checked = preflight(models)  # hub / local checkpoints: cached, fit, ids; pinned to their snapshot commits
+    models = checked.models
+    problems.extend(checked.problems)
+    problems.extend(snapshot_conflicts(recorded_snapshots(grid.results_dir), checked.snapshots, grid.results_dir))
     for name in grid.benchmarks:
         try:
             benches[name] = grid_benchmark_config(grid, name)
@@ -201,4 +207,4 @@ def plan_grid(grid: GridConfig) -> GridPlan:
     shards = expand_shards(cells, ids, shard_size=grid.shard_size, seed=grid.seed)
     log.info("grid %s: %d cells, %d shards, %d examples per cell at most",
              grid.name, len(cells), len(shards), max((len(v) for v in ids.values()), default=0))
-    return GridPlan(grid, data_dir, models, benches, examples, segments, excluded, tuple(shards))
+    return GridPlan(grid, data_dir, models, benches, examples, segments, excluded, tuple(shards), checked.snapshots)

@@ -155,6 +155,7 @@ class RunRecord:
     status: str | None = None  # running / finished / interrupted / aborted / failed (None: before status existed)
     stop_signal: str | None = None  # SIGTERM / SIGINT when status is interrupted
     numerics: str | None = None  # JSON: actor id → its streamgen.numerics.NumericsRecord (docs/numerics.md)
+    model_snapshots: str | None = None  # JSON: model → the hub snapshot commit it loaded (null: not a hub model)
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ def test_pairing_same_actor_order_recorded_and_balanced(tmp_path: Path) -> None:
     runs = rows(tmp_path, "runs")
     assert len(runs) == 1 and runs[0]["finished_at"] and '"GPU": 2.0' in runs[0]["device_inventory"]
     assert "tiny-llama" in runs[0]["config_yaml"] and runs[0]["shards_done"] == 2
+    assert runs[0]["model_snapshots"] == '{"tiny-llama": null}'  # not a hub model: no snapshot (jobs/preflight.py)
 
 
 def test_damaged_shard_file_is_recomputed_and_the_rest_reused(tmp_path: Path) -> None:
