@@ -81,13 +81,14 @@ def test_a_shard_the_index_names_but_the_folder_lacks_names_the_fix(tmp_path: Pa
         load_bidir_checkpoint("llada", tmp_path, dtype=torch.float32)
 
 
-def test_a_misnamed_tensor_is_refused_before_any_tensor_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tensor_that_does_not_fit_is_refused_before_any_tensor_is_read(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     sd = _llada_checkpoint(SPEC, torch.Generator().manual_seed(8))
-    sd["model.transformer.blocks.0.ff_norm_renamed.weight"] = sd.pop("model.transformer.blocks.0.ff_norm.weight")
+    sd["model.transformer.ln_f.weight"] = torch.ones(SPEC.hidden_size + 1)  # the shape read from the header
     sharded_checkpoint(tmp_path, sd)
     recorder = ReadRecorder()
     monkeypatch.setattr(checkpoint_io, "safe_open", recorder)
-    with pytest.raises(CheckpointError, match="ff_norm_renamed"):
+    with pytest.raises(CheckpointError, match=r"model\.norm\.weight: checkpoint \(33,\) vs model \(32,\)"):
         load_bidir_checkpoint("llada", tmp_path, dtype=torch.float32)
     assert recorder.read == []
 
