@@ -215,17 +215,37 @@ def loading_bars(verbose: bool) -> Iterator[None]:
 
 
 def _from_folder(path: str | Path, cfg: ModelConfig, device: str) -> LoadedModel:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Tokenizer and weights of a transformers checkpoint (folder or hub id), the weights straight to
+    ``device`` (``device_map``: no full host copy first); a multimodal Gemma-3 as its text model only."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from streamgen.checkpoint_io import CheckpointReadError
 
     kwargs = dict(revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     try:
         tok = AutoTokenizer.from_pretrained(path, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(cfg.dtype), **kwargs)
+        model = _weights_to_device(path, AutoConfig.from_pretrained(path, **kwargs), cfg, device)
     except OSError as exc:
         raise ModelLoadError([f"model {cfg.name}: cannot read {path} ({str(exc).splitlines()[0]}); for a hub "
                               "id, download it once where the network is reachable (huggingface-cli "
                               "download ID) and point HF_HOME at that cache"], "model not found") from exc
-    return LoadedModel(model.to(device).eval(), tok)  # type: ignore[arg-type]  # transformers stub quirk
+    except CheckpointReadError as exc:
+        raise ModelLoadError([f"model {cfg.name}: {exc}"], "checkpoint does not fit its config") from exc
+    return LoadedModel(model.eval(), tok)
+
+
+def _weights_to_device(path: str | Path, config: Any, cfg: ModelConfig, device: str) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    from streamgen.gemma3_text import is_multimodal_gemma3, load_gemma3_text, local_snapshot
+
+    dtype = torch_dtype(cfg.dtype)
+    if is_multimodal_gemma3(config):
+        log.info("model %s: a multimodal Gemma-3 checkpoint: loading its text model only (Gemma3ForCausalLM; "
+                 "the vision tower is not read)", cfg.name)
+        return load_gemma3_text(local_snapshot(path, cfg.revision), config, device=device, dtype=dtype)
+    return AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype, device_map={"": device},
+                                                revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
 
 
 def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:

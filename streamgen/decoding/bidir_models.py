@@ -240,17 +240,22 @@ def map_parameter_name(arch: BidirArch, name: str) -> str:
 def load_mapped_state_dict(model: BidirLM, state_dict: dict[str, torch.Tensor], *, assign: bool = False) -> None:
     """Load a checkpoint state dict with LLaDA / Dream names into ``model`` (strict; all problems at once)."""
     mapped = {map_parameter_name(model.spec.arch, k): v for k, v in state_dict.items()}
-    expected = {k for k in model.state_dict()}
-    missing, unexpected = sorted(expected - set(mapped)), sorted(set(mapped) - expected)
+    check_checkpoint_fits(model, {k: tuple(v.shape) for k, v in mapped.items()})
+    model.load_state_dict(mapped, strict=True, assign=assign)
+
+
+def check_checkpoint_fits(model: BidirLM, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Raise :class:`CheckpointError` listing every in-project parameter name (→ checkpoint shape) that is
+    missing, left over or of the wrong shape (all problems at once)."""
     own = model.state_dict()
-    wrong = [f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}"
-             for k, v in mapped.items() if k in own and tuple(v.shape) != tuple(own[k].shape)]
+    missing, unexpected = sorted(set(own) - set(shapes)), sorted(set(shapes) - set(own))
+    wrong = [f"{k}: checkpoint {shape} vs model {tuple(own[k].shape)}"
+             for k, shape in shapes.items() if k in own and shape != tuple(own[k].shape)]
     if missing or unexpected or wrong:
         raise CheckpointError(
             f"checkpoint does not fit the {model.spec.arch} architecture built from its config: "
             f"missing {missing[:5]}{'…' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}, "
             f"wrong shapes {wrong[:5]}; check that config.json belongs to these weights")
-    model.load_state_dict(mapped, strict=True, assign=assign)
 
 
 # --------------------------------------------------------------------------------------------
@@ -330,33 +335,39 @@ def copying_bidir_model(vocab_size: int, *, alpha: float = 3.0, seed: int = 0, *
 # --------------------------------------------------------------------------------------------
 
 
-def _read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    files = sorted(folder.glob("*.safetensors"))
-    if not files:
-        raise CheckpointError(f"no *.safetensors files in {folder}: download the checkpoint with "
-                              f"`huggingface-cli download <id> --local-dir DIR` and set path: DIR")
-    out: dict[str, torch.Tensor] = {}
-    for f in files:
-        out.update(load_file(str(f)))
-    return out
-
-
 def load_bidir_checkpoint(arch: BidirArch, folder: str | Path, *, dtype: torch.dtype = torch.bfloat16,
                           device: str = "cpu") -> BidirLM:
-    """Build :class:`BidirLM` from ``folder/config.json`` and load ``folder/*.safetensors`` by name mapping."""
+    """Build :class:`BidirLM` from ``folder/config.json`` and load ``folder/*.safetensors`` by name mapping.
+
+    Straight to ``device``: the model is built with its parameters on meta and its RoPE buffer computed
+    on ``device`` in float32; each checkpoint tensor is read there and cast to ``dtype`` one at a time
+    (:mod:`streamgen.checkpoint_io`), so no full host copy is ever made.
+    """
+    from streamgen.checkpoint_io import (
+        CheckpointReadError,
+        checkpoint_tensors,
+        parameters_on_meta,
+        read_into,
+        still_on_meta,
+    )
+
     folder = Path(folder)
     cfg_path = folder / "config.json"
     if not cfg_path.is_file():
         raise CheckpointError(f"{cfg_path} is missing: point path: at a downloaded {arch} checkpoint folder")
     spec = spec_from_config(arch, json.loads(cfg_path.read_text()))
-    log.info("building in-project %s model %s", arch, asdict(spec))
-    with torch.device("meta"):
+    log.info("building in-project %s model %s on %s", arch, asdict(spec), device)
+    with parameters_on_meta(device):
         model = BidirLM(spec)
-    load_mapped_state_dict(model, _read_state_dict(folder), assign=True)
-    model.model.rotary_emb = type(model.model.rotary_emb)(config=model.config)  # real inv_freq, not meta
-    return model.to(device=device, dtype=dtype).eval()
+    try:
+        tensors = checkpoint_tensors(folder)
+    except CheckpointReadError as exc:
+        raise CheckpointError(str(exc)) from exc
+    names = {name: map_parameter_name(arch, name) for name in tensors}
+    check_checkpoint_fits(model, {names[k]: info.shape for k, info in tensors.items()})
+    read_into(model, tensors, names, device=device, dtype=dtype)
+    assert not still_on_meta(model), still_on_meta(model)  # check_checkpoint_fits named every parameter
+    return model.eval()
 
 
 def resolve_checkpoint_folder(path: str, revision: str | None, source: str) -> Path:
