@@ -30,6 +30,7 @@ from streamgen.decoding.acceptance import (
 )
 from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.family import FamilyPlugin
+from streamgen.decoding.host import to_host
 from streamgen.decoding.meter import ForwardMeter, device_synchronizer
 from streamgen.numerics import margins_in_spacings
 
@@ -230,7 +231,8 @@ def verification_from_logits(logits: torch.Tensor, draft: Sequence[int],
         return Verification((), (), () if margins is not None else None)
     rows = logits[: len(draft)]
     probs = torch.softmax(rows, dim=-1).gather(1, torch.tensor(list(draft), device=rows.device)[:, None])[:, 0]
-    return Verification(tuple(int(t) for t in rows.argmax(-1).tolist()), tuple(float(p) for p in probs.tolist()),
+    top, picked = to_host(rows.argmax(-1), probs)  # one transfer, not one per draft token
+    return Verification(tuple(int(t) for t in top), tuple(picked),
                         tuple(margins[: len(draft)]) if margins is not None else None)
 
 
