@@ -31,8 +31,10 @@ from streamgen.decoding.base import Decoder
 from streamgen.decoding.meter import MeterReading
 
 if TYPE_CHECKING:  # the driver imports this module without torch/transformers; actors import them
+    from streamgen.cells import Cell
     from streamgen.decoding.family import ModelFamily
     from streamgen.stream import PairOutcome
+    from streamgen.warmup import WarmUp
     from streamgen.weights import LoadedModel
 
 log = logging.getLogger(__name__)
@@ -61,18 +63,19 @@ def actor_options(*, use_gpu: bool, cpus_per_actor: float = 1.0) -> dict[str, An
 
 
 def spawn_model_actor(model: ModelConfig, *, use_gpu: bool, cpus_per_actor: float = 1.0,
-                      threads: int = 1, verbose: bool = False) -> Any:
+                      threads: int = 1, verbose: bool = False, warm_up: bool = True) -> Any:
     """Start a Ray actor holding ``model`` (loading starts at once, in the background; ``verbose``: with
-    the libraries' model-loading progress bars)."""
+    the libraries' model-loading progress bars; ``warm_up``: one untimed pair before its first timed one)."""
     import ray
 
     remote_cls = ray.remote(ModelActor).options(**actor_options(use_gpu=use_gpu, cpus_per_actor=cpus_per_actor))
-    return remote_cls.remote(model, threads=threads, verbose=verbose)
+    return remote_cls.remote(model, threads=threads, verbose=verbose, warm_up=warm_up)
 
 
-def spawn_actor_for(models: Mapping[str, ModelConfig], name: str, *, use_gpu: bool, verbose: bool = False) -> Any:
+def spawn_actor_for(models: Mapping[str, ModelConfig], name: str, *, use_gpu: bool, verbose: bool = False,
+                    warm_up: bool = True) -> Any:
     """:func:`spawn_model_actor` for the model called ``name`` (the scheduler's groups are model names)."""
-    return spawn_model_actor(models[name], use_gpu=use_gpu, verbose=verbose)
+    return spawn_model_actor(models[name], use_gpu=use_gpu, verbose=verbose, warm_up=warm_up)
 
 
 def submit_unit(actor: Any, unit: Any) -> Any:
@@ -98,7 +101,7 @@ def _pick_device() -> tuple[str, str, tuple[str, ...]]:
 class ModelActor:
     """Holds one model and runs shards of it."""
 
-    def __init__(self, model: ModelConfig, *, threads: int = 1, verbose: bool = False) -> None:
+    def __init__(self, model: ModelConfig, *, threads: int = 1, verbose: bool = False, warm_up: bool = True) -> None:
         import torch
 
         from streamgen.weights import loading_bars
@@ -113,6 +116,8 @@ class ModelActor:
             self._family, self._loaded = _load_weights(model, self.device)
         self.load_s = time.perf_counter() - start
         self._load_reported = False
+        self._warm_up_pending = warm_up  # the untimed pair runs before the first unit's clocks start
+        self.warmup: WarmUp | None = None
         self.numerics = _numerics_json(self._loaded.model, self.device_label)
         log.info("actor %s loaded %s on %s in %.1f s", self.actor_id, model.name, self.device, self.load_s)
 
@@ -139,6 +144,8 @@ class ModelActor:
     def run_unit(self, tasks: Sequence[ShardTask]) -> tuple[DecodedShard, ...]:
         """Decode a work unit: one shard, or shards of cells that differ only in acceptance/τ over the
         same examples (``jobs.shared_work``), whose base run and first step run once per example."""
+        if self._warm_up_pending:
+            self._warm_up(tasks[0].cell)
         start, cpu_start, cell = time.perf_counter(), time.process_time(), tasks[0].cell
         if len({sharing_key(t.shard) for t in tasks}) != 1:
             raise ValueError("a work unit's shards must differ only in acceptance/τ and have the same examples "
@@ -156,6 +163,25 @@ class ModelActor:
         load_s, self._load_reported = (0.0 if self._load_reported else self.load_s), True
         return _decoded(tasks, per_task, self, time.perf_counter() - start, time.process_time() - cpu_start, load_s,
                         effective_thresholds(decoder))
+
+    def _warm_up(self, cell: Cell) -> None:
+        """One untimed pair on the first cell's decoder (``streamgen.warmup``), before any timed pair and
+        outside every unit's clocks: no row and no forward count sees it."""
+        from streamgen.warmup import warm_up
+
+        self._warm_up_pending = False
+        decoder = self._decoder(cell.benchmark.name, cell.verifier_mode, cell.max_new_tokens)
+        try:
+            self.warmup = warm_up(decoder)
+        except Exception as exc:  # noqa: BLE001 — the timed pairs still run; a failing one becomes its row
+            if is_fatal_device_error(exc):
+                log.error("device error in the warm-up pair, exiting the actor: %s", exc)
+                os._exit(1)
+            log.warning("actor %s: the warm-up pair failed (%s: %s); the first timed pair will carry the "
+                        "start-up cost (grid option warm_up=false skips the warm-up)", self.actor_id,
+                        type(exc).__name__, exc)
+            return
+        log.info("actor %s, %s: %s", self.actor_id, self.model.name, self.warmup.describe())
 
     def _run_shared(self, decoder: Decoder, rules: Sequence[Any], exs: Sequence[ExampleTask]) -> list[ExampleResult]:
         """One example for every cell of the unit: stream-first cells first, then base-first ones (so the

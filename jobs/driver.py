@@ -137,7 +137,7 @@ def _schedule(run: GridRun, grid: GridConfig, on_dispatch: Callable[[Any, WorkUn
     # a unit holds up to one shard per acceptance cell (jobs/shared_work.py): its allowance scales with it
     timeout_s = grid.shard_timeout_s * max(len(u.payload) for u in units)
     scheduler = Scheduler(spawn=functools.partial(spawn_actor_for, run.plan.models, use_gpu=run.use_gpu,
-                                                   verbose=run.plan.grid.verbose),
+                                                   verbose=run.plan.grid.verbose, warm_up=run.plan.grid.warm_up),
                           submit=submit_unit, workers=workers, unit_timeout_s=timeout_s, on_dispatch=on_dispatch,
                           shield=run.stops.deferred)
     with contextlib.closing(scheduler.run(units)) as events:  # leaving early (GridAborted) kills the actors

@@ -193,6 +193,9 @@ class GridConfig:
     # Cells differing only in acceptance/τ run each example's base run and first stream step once
     # (jobs/shared_work.py); rows are the same either way. Not in shard ids or fingerprints.
     share_work: bool = True
+    # Each model actor runs one untimed warm-up pair (streamgen/warmup.py) before its first timed pair, so no
+    # row's wall clock absorbs CUDA start-up. On no row and in no forward count; not in shard ids or fingerprints.
+    warm_up: bool = True
     shard_timeout_s: float = 1800.0
     cluster: str = "local"  # local | debug | slurm (configs/cluster/<name>.yaml)
     # Per-benchmark key=value overrides of configs/benchmarks/<name>.yaml, e.g.

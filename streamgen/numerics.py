@@ -56,7 +56,12 @@ def margins_in_spacings(logits: torch.Tensor, dtype: torch.dtype) -> list[float]
     if logits.shape[0] == 0:
         return []
     values = logits.float().topk(2, dim=-1).values
-    return [(float(a) - float(b)) / spacing(float(a), dtype) for a, b in values.tolist()]
+    return [margin_in_spacings(float(a), float(b), dtype) for a, b in values.tolist()]
+
+
+def margin_in_spacings(first: float, second: float, dtype: torch.dtype) -> float:
+    """A row's top-1 minus top-2 logit (host floats) in ``dtype`` spacings at the top-1 logit."""
+    return (first - second) / spacing(first, dtype)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -30,8 +30,9 @@ from streamgen.decoding.acceptance import (
 )
 from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.family import FamilyPlugin
+from streamgen.decoding.host import to_host
 from streamgen.decoding.meter import ForwardMeter, device_synchronizer
-from streamgen.numerics import margins_in_spacings
+from streamgen.numerics import margin_in_spacings
 
 log = logging.getLogger(__name__)
 
@@ -180,8 +181,9 @@ class AutoregressiveDecoder:
         eos, limit = self.eos_token_ids, self.max_new_tokens
         while answer[-1] not in eos and len(answer) < limit:
             logits = self.forward(state, answer[-1:], 1, "decode")
-            answer.append(int(logits[-1].argmax()))
-            margins.extend(margins_in_spacings(logits[-1:], self.logits_dtype))
+            host = rows_to_host(logits[-1:], (), self.logits_dtype)
+            answer.append(host.argmax[0])
+            margins.extend(host.margins)
         return answer
 
     def truncate_draft(self, draft: Sequence[int]) -> list[int]:
@@ -206,8 +208,9 @@ class AutoregressiveDecoder:
             self.check_fits(len(request))
             state = KVState()
             logits = self.forward(state, request, 1, "prefill")
-            margins = margins_in_spacings(logits[-1:], self.logits_dtype)
-            answer = self.continue_greedy(state, [int(logits[-1].argmax())], margins)
+            host = rows_to_host(logits[-1:], (), self.logits_dtype)
+            margins = host.margins
+            answer = self.continue_greedy(state, host.argmax, margins)
         return self._generation(answer, span, margins)
 
     def open_stream(self) -> AutoregressiveSession:
@@ -219,6 +222,34 @@ class AutoregressiveDecoder:
         return self
 
 
+class RowsOnHost(NamedTuple):
+    """What a forward's logits rows are read for, as Python values (moved in one transfer)."""
+
+    argmax: list[int]  # every row
+    margins: list[float]  # every row: top-1 minus top-2 in dtype spacings (empty without a dtype)
+    probs: list[float]  # draft position j < len(draft): row j's probability of draft[j]
+
+    def verification(self, n: int) -> Verification:
+        """The verification of an ``n``-token draft (rows 0..n-1)."""
+        margins = tuple(self.margins[:n]) if self.margins else None
+        return Verification(tuple(self.argmax[:n]), tuple(self.probs), margins)
+
+
+def rows_to_host(logits: torch.Tensor, draft: Sequence[int], dtype: torch.dtype | None) -> RowsOnHost:
+    """Every row's argmax (and, with the forward's ``dtype``, its top-2 margin in spacings of it) and the
+    draft tokens' probabilities, in ONE device→host transfer, not one per row or token.
+
+    Row j of ``logits`` is the distribution *before* draft[j]; rows past the draft (the bonus row) give
+    argmax and margin only."""
+    rows = logits[: len(draft)]
+    idx = torch.tensor(list(draft), dtype=torch.long, device=rows.device)
+    probs = torch.softmax(rows, dim=-1).gather(1, idx[:, None])[:, 0]
+    top2 = logits.float().topk(2, dim=-1).values if dtype is not None else logits[:0, :2]
+    top, first, second, picked = to_host(logits.argmax(-1), top2[:, 0], top2[:, 1], probs)
+    margins = [margin_in_spacings(a, b, dtype) for a, b in zip(first, second, strict=True)] if dtype else []
+    return RowsOnHost([int(t) for t in top], margins, picked)
+
+
 def verification_from_logits(logits: torch.Tensor, draft: Sequence[int],
                              margins: Sequence[float] | None = None) -> Verification:
     """Per draft position j: the argmax and the draft token's probability, from logits row j (and its
@@ -228,9 +259,8 @@ def verification_from_logits(logits: torch.Tensor, draft: Sequence[int],
     """
     if not draft:
         return Verification((), (), () if margins is not None else None)
-    rows = logits[: len(draft)]
-    probs = torch.softmax(rows, dim=-1).gather(1, torch.tensor(list(draft), device=rows.device)[:, None])[:, 0]
-    return Verification(tuple(int(t) for t in rows.argmax(-1).tolist()), tuple(float(p) for p in probs.tolist()),
+    host = rows_to_host(logits[: len(draft)], draft, None)
+    return Verification(tuple(host.argmax), tuple(host.probs),
                         tuple(margins[: len(draft)]) if margins is not None else None)
 
 
@@ -259,14 +289,14 @@ class AutoregressiveSession:
             cached = self._reuse_prefix(request)
             feed = request[cached:] + draft
             logits = dec.forward(self.state, feed, len(draft) + 1, "verify" if draft else "prefill")
-            row_margins = margins_in_spacings(logits, dec.logits_dtype)
-            verification = verification_from_logits(logits, draft, row_margins)
+            host = rows_to_host(logits, draft, dec.logits_dtype)  # the forward's one transfer
+            row_margins, verification = host.margins, host.verification(len(draft))
             accepted = accepted_length(draft, verification, rule)
             answer, margins = draft[:accepted], row_margins[:accepted]
             guarded = False
             if not draft_is_complete(draft, accepted, dec.eos_token_ids, dec.max_new_tokens):
                 guarded = bool(draft) and rule.guarded(row_margins[accepted])  # no draft: prefill decides
-                self._next_token(request, answer, margins, logits[accepted], row_margins[accepted], guarded)
+                self._next_token(request, answer, margins, host.argmax[accepted], row_margins[accepted], guarded)
                 answer = dec.continue_greedy(self.state, answer, margins)
         self.last_verification = verification
         extra = {"cached_prefix_tokens": float(cached), "request_tokens": float(len(request)),
@@ -276,7 +306,7 @@ class AutoregressiveSession:
         return StepResult(len(draft), accepted, len(answer) - accepted, dec._generation(answer, span, margins),
                           extra)
 
-    def _next_token(self, request: Sequence[int], answer: list[int], margins: list[float], row: torch.Tensor,
+    def _next_token(self, request: Sequence[int], answer: list[int], margins: list[float], row_argmax: int,
                     row_margin: float, guarded: bool) -> None:
         """The token after the accepted run: the verify row's argmax (the bonus token), or, where the
         rule's tie guard covers that row's margin, a one-token forward's, as a decode step would choose
@@ -284,14 +314,15 @@ class AutoregressiveSession:
         dec, keep = self.decoder, len(request) + len(answer)
         if not guarded:
             self.state.rollback(keep)
-            answer.append(int(row.argmax()))
+            answer.append(row_argmax)
             margins.append(row_margin)
             return
         self.state.rollback(keep - 1)  # re-feed the last accepted token (or the request's last) alone
         last = answer[-1] if answer else int(request[-1])
         logits = dec.forward(self.state, [last], 1, "decode")
-        answer.append(int(logits[-1].argmax()))
-        margins.extend(margins_in_spacings(logits[-1:], dec.logits_dtype))
+        host = rows_to_host(logits[-1:], (), dec.logits_dtype)
+        answer.append(host.argmax[0])
+        margins.extend(host.margins)
 
     def close(self) -> None:
         self.state = KVState()

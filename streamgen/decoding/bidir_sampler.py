@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from streamgen.config import DIFFUSION_DEVIATIONS, ConfigError
+from streamgen.decoding.host import to_host
 
 STYLES = ("llada", "dream")
 REMASKING = {"llada": ("low_confidence",), "dream": ("entropy", "maskgit_plus", "topk_margin")}
@@ -217,7 +218,7 @@ def proposals(rows: torch.Tensor, s: BidirSettings, mask_id: int) -> tuple[list[
         if s.confidence_inf_ids:
             rows[:, list(s.confidence_inf_ids)] = float("-inf")
         conf = rows.softmax(-1).gather(-1, x0[:, None])[:, 0]
-        return x0.tolist(), conf.tolist()
+        return _host(x0, conf)
     if s.top_p is not None and s.top_p < 1:
         rows = _top_p(rows, s.top_p)
     if s.confidence_top_k is not None:
@@ -229,7 +230,13 @@ def proposals(rows: torch.Tensor, s: BidirSettings, mask_id: int) -> tuple[list[
         top = two[:, 0] - two[:, 1]
     elif s.alg == "entropy":
         top = (probs * (probs + 1e-10).log()).sum(-1)
-    return x0.tolist(), top.tolist()
+    return _host(x0, top)
+
+
+def _host(x0: torch.Tensor, confidence: torch.Tensor) -> tuple[list[int], list[float]]:
+    """Tokens and confidences as Python values, in one device→host transfer."""
+    tokens, conf = to_host(x0, confidence)
+    return [int(t) for t in tokens], conf
 
 
 def choose(candidates: Sequence[int], confidence: Sequence[float], k: int) -> list[int]:

@@ -50,6 +50,7 @@ from streamgen.decoding.bidir_sampler import (
     with_benchmark,
 )
 from streamgen.decoding.family import FamilyPlugin
+from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.over_text import OverText
 from streamgen.rope import cast_keeping_rope_float32
 from streamgen.weights import LoadedModel, load_model_and_tokenizer, torch_dtype
@@ -227,10 +228,7 @@ class BidirectionalDecoder(OverText):
         if mode == "visible":
             buf.answer[: len(draft)] = [int(t) for t in draft]
         probs = self.forward(buf, f"verify_{mode}")[: len(draft)].softmax(-1)
-        idx = torch.tensor(list(draft), dtype=torch.long, device=probs.device)
-        ver = Verification(tuple(int(t) for t in probs.argmax(-1)),
-                           tuple(float(p) for p in probs.gather(-1, idx[:, None])[:, 0]))
-        return ver, buf
+        return verification_from_probs(probs, draft), buf
 
     def leaves_nothing(self, buf: Buffer) -> bool:
         """Whether an accepted run leaves the procedure nothing to decode: no answer position is masked,

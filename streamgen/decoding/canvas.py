@@ -95,7 +95,7 @@ class DenoiseLoop:
                 canvas, argmax, conditioning, done = self._step(canvas, ids, positions, masks, conditioning, step)
                 if done or (steps is not None and i + 1 >= steps):
                     break
-        return [int(t) for t in argmax[0]]
+        return argmax[0].tolist()  # one transfer for the canvas, not one per position
 
     def _step(self, canvas: torch.Tensor, ids: torch.Tensor, positions: torch.Tensor, masks: Any,
               conditioning: torch.Tensor | None, step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:

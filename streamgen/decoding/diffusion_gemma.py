@@ -38,6 +38,7 @@ from streamgen.decoding.acceptance import (
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.family import FamilyPlugin
+from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.over_text import OverText
 from streamgen.rope import cast_keeping_rope_float32
 from streamgen.weights import LoadedModel, ModelLoadError, load_model_and_tokenizer, torch_dtype
@@ -257,10 +258,7 @@ class DiffusionGemmaDecoder(OverText):
         rows = block_rows(self, cache, len(prompt), list(draft), mode)
         logits = self.decode_call(rows.canvas, rows.cache, rows.positions, rows.masks, None, f"verify_{mode}")
         probs = logits.reshape(-1, logits.shape[-1])[: len(draft)].float().softmax(-1)
-        idx = torch.tensor(list(draft), dtype=torch.long, device=probs.device)
-        ver = Verification(tuple(int(t) for t in probs.argmax(-1)),
-                           tuple(float(p) for p in probs.gather(-1, idx[:, None])[:, 0]))
-        return Scored(ver, prompt, cache)
+        return Scored(verification_from_probs(probs, draft), prompt, cache)
 
     def open_stream(self) -> DiffusionGemmaSession:
         return DiffusionGemmaSession(self)

@@ -45,6 +45,7 @@ from streamgen.decoding.acceptance import (
 from streamgen.decoding.autoregressive import AutoregressiveDecoder, common_prefix_length
 from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.family import FamilyPlugin
+from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.over_text import OverText
 from streamgen.decoding.slots import KV, SlotEngine, SlotState
 
@@ -157,9 +158,7 @@ def causal_verification(logits: torch.Tensor, prompt_len: int, draft: Sequence[i
     """Scores of ``draft`` from ONE causal forward over prompt + draft: logits at ``i-1`` score token ``i``."""
     n = len(draft)
     probs = logits[prompt_len - 1:prompt_len - 1 + n].float().softmax(-1)
-    idx = torch.tensor(list(draft), dtype=torch.long, device=probs.device)
-    return Verification(tuple(int(t) for t in probs.argmax(-1)),
-                        tuple(float(p) for p in probs.gather(-1, idx[:, None])[:, 0]))
+    return verification_from_probs(probs, draft)
 
 
 class ReFusionDecoder(OverText):

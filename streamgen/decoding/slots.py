@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import torch
 
+from streamgen.decoding.host import to_host
 from streamgen.decoding.meter import ForwardMeter
 
 
@@ -160,7 +161,8 @@ class SlotEngine:
         starts = [0]
         for s in slots[:-1]:
             starts.append(starts[-1] + len(s))
-        slot_conf, best = conf[starts].tolist(), x0.tolist()  # one conversion each, not one per element
+        slot_conf, x0_host = to_host(conf[starts], x0)  # one transfer for the forward, not one per element
+        best = [int(t) for t in x0_host]
         chosen = [j for j, c in enumerate(slot_conf) if c > self.s.slot_threshold]
         if not chosen:
             chosen = [max(range(len(slots)), key=lambda j: slot_conf[j])]
@@ -223,8 +225,9 @@ class SlotEngine:
                     rows[j][verified[j]:] = best[b][verified[j]:len(rows[j])]
             logits, cache, _ = self.forward(state, [pad(rows[j]) for j in live], [positions[j] for j in live],
                                             "infill_verify")
+            probs = next_token_probs_rows(logits, [rows[j] for j in live])  # one transfer for all rows
             for b, j in enumerate(live):
-                p = next_token_probs(logits[b], rows[j])  # p[v - 1]: token v's probability
+                p = probs[b]  # p[v - 1]: token v's probability
                 v = min(verified[j] + 1, len(rows[j]))  # the token after the verified run always passes
                 while v < len(rows[j]) and p[v - 1] > self.s.token_threshold:
                     v += 1
@@ -279,10 +282,17 @@ class SlotEngine:
 def next_token_probs(logits: torch.Tensor, tokens: Sequence[int]) -> list[float]:
     """``out[i]``: the probability row ``i`` of ``logits`` gives ``tokens[i + 1]`` (softmax over the
     vocabulary), for every i at once: one gather and one conversion instead of one per token."""
-    if len(tokens) < 2:
-        return []
-    idx = torch.tensor(list(tokens[1:]), dtype=torch.long, device=logits.device)
-    return logits[: len(tokens) - 1].softmax(-1).gather(-1, idx[:, None])[:, 0].tolist()
+    return next_token_probs_rows(logits[None], [tokens])[0]
+
+
+def next_token_probs_rows(logits: torch.Tensor, rows: Sequence[Sequence[int]]) -> list[list[float]]:
+    """:func:`next_token_probs` of batch row ``b`` of ``logits`` and ``rows[b]``, for every b, moved to
+    the host in ONE transfer (not one per batch row)."""
+    picked = []
+    for b, tokens in enumerate(rows):
+        idx = torch.tensor(list(tokens[1:]), dtype=torch.long, device=logits.device)
+        picked.append(logits[b, : max(len(tokens) - 1, 0)].softmax(-1).gather(-1, idx[:, None])[:, 0])
+    return to_host(*picked)
 
 
 def _slots(free: list[int], k: int) -> list[list[int]]:
