@@ -89,7 +89,7 @@ def grid_problems(grid: GridConfig) -> list[str]:
 
 def recorded_snapshots(results_dir: str | Path) -> list[tuple[str, str, dict[str, str | None]]]:
     """(started_at, run_id, {model: commit}) of every earlier runs row that recorded its snapshots."""
-    out = []
+    out: list[tuple[str, str, dict[str, str | None]]] = []
     if not Path(results_dir).is_dir():
         return out
     for path in readable_files(Path(results_dir), "runs").files:

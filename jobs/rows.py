@@ -274,8 +274,8 @@ def _shard_rows(task: ShardTask, decoded: DecodedShard, verdicts: dict[_Answer, 
                 score_s: float, reported: set[_Answer]) -> ShardRows:
     """One shard's rows from the unit's verdicts; a sandbox error is reported by the first shard using it."""
     bench = _bench_key(task)
-    score_of = {r.example_id: tuple(verdicts[_Answer(bench, r.example_id, t)]
-                                    for t in (r.outcome.base.text, r.outcome.stream.text))  # type: ignore[union-attr]
+    score_of = {r.example_id: (verdicts[_Answer(bench, r.example_id, r.outcome.base.text)],  # type: ignore[union-attr]
+                               verdicts[_Answer(bench, r.example_id, r.outcome.stream.text)])  # type: ignore[union-attr]
                 for r in _scorable(decoded)}
     ctx = shard_context(task, decoded.device, decoded.actor_id, decoded.thresholds, decoded.numerics)
     results = {r.example_id: r for r in decoded.results}

@@ -186,7 +186,7 @@ def _transformers_rename(model: Any, shapes: Mapping[str, Any], multimodal: bool
     def rename(name: str) -> str:
         if multimodal:  # the conditional-generation checkpoint's text weights → the text model's names
             name = next((new + name[len(old):] for old, new in _TEXT_PREFIXES if name.startswith(old)), name)
-        return rename_source_key(name, renamings, converters, model.base_model_prefix, shapes)[0]
+        return rename_source_key(name, renamings, converters, model.base_model_prefix, shapes)[0]  # type: ignore[arg-type]
 
     return rename
 
