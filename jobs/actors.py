@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.shared_work import sharing_key
+from jobs.spool import SpoolKey, UnitSpool, open_unit_spool
 from jobs.tasks import DecodedShard, ExampleResult, ExampleTask, ShardTask
 from streamgen.config import ModelConfig
 from streamgen.decoding.acceptance import make_rule
@@ -78,9 +79,10 @@ def spawn_actor_for(models: Mapping[str, ModelConfig], name: str, *, use_gpu: bo
     return spawn_model_actor(models[name], use_gpu=use_gpu, verbose=verbose, warm_up=warm_up)
 
 
-def submit_unit(actor: Any, unit: Any) -> Any:
-    """Hand a work unit's shard tasks (``jobs.scheduler.WorkUnit.payload``) to a model actor; its ref."""
-    return actor.run_unit.remote(unit.payload)
+def submit_unit(actor: Any, unit: Any, spool_dir: str | None = None) -> Any:
+    """Hand a work unit's shard tasks (``jobs.scheduler.WorkUnit.payload``) to a model actor; its ref.
+    ``spool_dir``: where the actor keeps the unit's finished examples (``jobs.spool``; None: nowhere)."""
+    return actor.run_unit.remote(unit.payload, spool_dir)
 
 
 def _pick_device() -> tuple[str, str, tuple[str, ...]]:
@@ -141,9 +143,11 @@ class ModelActor:
     def run_shard(self, task: ShardTask) -> DecodedShard:
         return self.run_unit((task,))[0]
 
-    def run_unit(self, tasks: Sequence[ShardTask]) -> tuple[DecodedShard, ...]:
+    def run_unit(self, tasks: Sequence[ShardTask], spool_dir: str | None = None) -> tuple[DecodedShard, ...]:
         """Decode a work unit: one shard, or shards of cells that differ only in acceptance/τ over the
-        same examples (``jobs.shared_work``), whose base run and first step run once per example."""
+        same examples (``jobs.shared_work``), whose base run and first step run once per example.
+        With ``spool_dir`` each finished example is persisted there, and examples an earlier (killed)
+        attempt persisted are taken from it instead of decoded (``jobs.spool``)."""
         if self._warm_up_pending:
             self._warm_up(tasks[0].cell)
         start, cpu_start, cell = time.perf_counter(), time.process_time(), tasks[0].cell
@@ -152,17 +156,42 @@ class ModelActor:
                              f"(jobs.shared_work.group_shards); got {[t.cell.label for t in tasks]}")
         decoder = self._decoder(cell.benchmark.name, cell.verifier_mode, cell.max_new_tokens)
         rules = [make_rule(t.cell.acceptance, t.cell.tau, t.cell.tie_guard) for t in tasks]
+        decode: Callable[[Sequence[ExampleTask]], list[ExampleResult]]
         if cell.live is not None:  # live streams run on the clock: never shared (one shard per unit)
             from streamgen.live import LiveSettings
 
             live = LiveSettings.from_config(cell.live)
-            per_task = [[self._run_live(decoder, rules[0], ex, live) for ex in tasks[0].examples]]
+            decode = functools.partial(self._run_live, decoder, rules[0], live)
         else:
-            per_task = _transpose([self._run_shared(decoder, rules, exs) for exs in zip(*(t.examples for t in tasks),
-                                                                                      strict=True)])
+            decode = functools.partial(self._run_shared, decoder, rules)
+        spool = open_unit_spool(spool_dir, SpoolKey(tuple(t.shard.shard_id for t in tasks), self.device_label,
+                                                    tasks[0].code_version))
+        per_task = _transpose(self._each_example(tasks, decode, spool))
         load_s, self._load_reported = (0.0 if self._load_reported else self.load_s), True
         return _decoded(tasks, per_task, self, time.perf_counter() - start, time.process_time() - cpu_start, load_s,
                         effective_thresholds(decoder))
+
+    def _each_example(self, tasks: Sequence[ShardTask], decode: Callable[[Sequence[ExampleTask]], list[ExampleResult]],
+                      spool: UnitSpool | None) -> list[list[ExampleResult]]:
+        """Per example, every shard's result: from the spool where an earlier attempt finished it, else
+        decoded now and appended to the spool before the next example starts."""
+        done = spool.load() if spool is not None else {}
+        if done:
+            log.info("actor %s: resumed %d of %d examples from spool %s", self.actor_id, len(done),
+                     len(tasks[0].examples), spool.path if spool else None)
+        out = []
+        for exs in zip(*(t.examples for t in tasks), strict=True):
+            if (results := done.get(exs[0].example_id)) is not None:
+                out.append(list(results))
+                continue
+            out.append(decode(exs))
+            if spool is not None:
+                try:
+                    spool.append(exs[0].example_id, out[-1])
+                except OSError as exc:
+                    log.warning("spool %s: cannot append (%s); the rest of this unit is not spooled", spool.path, exc)
+                    spool = None
+        return out
 
     def _warm_up(self, cell: Cell) -> None:
         """One untimed pair on the first cell's decoder (``streamgen.warmup``), before any timed pair and
@@ -202,9 +231,11 @@ class ModelActor:
                                        decoder)
         return [results[j] for j in range(len(exs))]
 
-    def _run_live(self, decoder: Decoder, rule: Any, ex: ExampleTask, live: Any) -> ExampleResult:
+    def _run_live(self, decoder: Decoder, rule: Any, live: Any, exs: Sequence[ExampleTask]) -> list[ExampleResult]:
+        """One example of a live unit (one shard: ``exs`` holds its one task's example)."""
+        ex = exs[0]
         if ex.request is None:
-            return ExampleResult(ex.example_id, ex.base_first, None)
+            return [ExampleResult(ex.example_id, ex.base_first, None)]
         from streamgen.shared import Executed
         from streamgen.stream import run_pair
 
@@ -214,7 +245,7 @@ class ModelActor:
             outcome = run_pair(decoder, request, rule, base_first=ex.base_first, live=live)
             return outcome, Executed(_forwards(outcome), _forward_wall(outcome))
 
-        return self._attempt(ex, pair, decoder)
+        return [self._attempt(ex, pair, decoder)]
 
     def _attempt(self, ex: ExampleTask, pair: Callable[[], tuple[PairOutcome, Any]], decoder: Decoder) -> ExampleResult:
         """One pair; if it raises, its row still carries the model calls it made before raising (read
@@ -292,10 +323,11 @@ def _decoded(tasks: Sequence[ShardTask], per_task: Sequence[Sequence[ExampleResu
     go to the first shard (the sums over the unit are what the actor spent)."""
     out = []
     for i, (task, results) in enumerate(zip(tasks, per_task, strict=True)):
-        own = sum(r.wall_s for r in results)
-        rest = busy_s - sum(r.wall_s for rs in per_task for r in rs) if i == 0 else 0.0
+        fresh = [r for r in results if not r.resumed]  # a resumed example's time was spent by an earlier attempt
+        own = sum(r.wall_s for r in fresh)
+        rest = busy_s - sum(r.wall_s for rs in per_task for r in rs if not r.resumed) if i == 0 else 0.0
         out.append(DecodedShard(task.shard.shard_id, actor.actor_id, actor.device_label, tuple(results),
-                                own + rest, sum(r.forward_wall_s for r in results), load_s if i == 0 else 0.0,
+                                own + rest, sum(r.forward_wall_s for r in fresh), load_s if i == 0 else 0.0,
                                 cpu_s if i == 0 else 0.0, thresholds, actor.numerics))
     return tuple(out)
 

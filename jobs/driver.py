@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs import results_dir, stop_signals
+from jobs import results_dir, spool, stop_signals
 from jobs.actors import spawn_actor_for, submit_unit
 from jobs.plan import GridPlan, plan_grid
 from jobs.progress import GridProgress
@@ -68,6 +68,7 @@ def _run_locked(plan: GridPlan, lock: results_dir.ResultsLock, stops: stop_signa
         if removed := writer.remove_stale_temp_files(lock):
             log.info("removed %d temporary files left by an interrupted run", removed)
         todo = [s for s in plan.shards if not writer.is_done(s)]
+        spool_folder = prepare_spool(grid.results_dir, {s.shard_id for s in plan.shards} - {s.shard_id for s in todo})
     summary = GridSummary(lock.holder.run_id, Path(grid.results_dir), len(plan.shards), len(plan.shards) - len(todo))
     summary.timings.plan_s = time.perf_counter() - start
     log.info("run %s: %d shards, %d already done, %d to run", summary.run_id, len(plan.shards),
@@ -83,7 +84,7 @@ def _run_locked(plan: GridPlan, lock: results_dir.ResultsLock, stops: stop_signa
         session = start_ray(grid.ray, default_num_cpus=grid.workers + grid.score_workers)
         stops.install()  # ray.init put its own SIGTERM handlers in place of ours
         summary.timings.ray_start_s = time.perf_counter() - t0
-        run = GridRun(plan, todo, summary, bar, use_gpu=_cluster_gpus() >= 1, stops=stops)
+        run = GridRun(plan, todo, summary, bar, use_gpu=_cluster_gpus() >= 1, stops=stops, spool_dir=spool_folder)
         writer.write_run(run.run_record("running"))
         if todo:
             _schedule(run, grid, on_dispatch)
@@ -107,6 +108,14 @@ def _run_locked(plan: GridPlan, lock: results_dir.ResultsLock, stops: stop_signa
             stop_ray(session)
         summary.wall_s = time.perf_counter() - start
     return summary
+
+
+def prepare_spool(root: str, finished: set[str]) -> Path | None:
+    """The spool directory the actors keep finished examples in (``jobs.spool``), ready; the spools of
+    units already written are removed. (``bench/bench_requeue.py`` swaps this for one returning None to
+    measure a requeue without it.)"""
+    with results_dir.named_io_errors(spool.spool_dir(root)):
+        return spool.prepare(root, finished)
 
 
 def _close_record(writer: ResultWriter, run: GridRun, status: str, stop: str | None) -> None:
@@ -138,7 +147,8 @@ def _schedule(run: GridRun, grid: GridConfig, on_dispatch: Callable[[Any, WorkUn
     timeout_s = grid.shard_timeout_s * max(len(u.payload) for u in units)
     scheduler = Scheduler(spawn=functools.partial(spawn_actor_for, run.plan.models, use_gpu=run.use_gpu,
                                                    verbose=run.plan.grid.verbose, warm_up=run.plan.grid.warm_up),
-                          submit=submit_unit, workers=workers, unit_timeout_s=timeout_s, on_dispatch=on_dispatch,
+                          submit=functools.partial(submit_unit, spool_dir=str(run.spool_dir) if run.spool_dir else None),
+                          workers=workers, unit_timeout_s=timeout_s, on_dispatch=on_dispatch,
                           shield=run.stops.deferred)
     with contextlib.closing(scheduler.run(units)) as events:  # leaving early (GridAborted) kills the actors
         for event in events:
@@ -191,6 +201,7 @@ class GridSummary:
     devices: dict[str, str] = field(default_factory=dict)  # actor id → device
     numerics: dict[str, str] = field(default_factory=dict)  # actor id → its NumericsRecord JSON
     forwards_executed: int = 0  # model calls the actors executed (shared base runs / first steps once)
+    examples_resumed: int = 0  # pair rows whose decoding came from a unit's spool (jobs.spool), not this run
 
     @property
     def forward_share(self) -> float:
@@ -211,8 +222,9 @@ class GridRun:
     driver's loop hands it each unit's events."""
 
     def __init__(self, plan: GridPlan, todo: list[Shard], summary: GridSummary, progress: GridProgress,
-                 use_gpu: bool, stops: stop_signals.StopSignals | None = None) -> None:
+                 use_gpu: bool, stops: stop_signals.StopSignals | None = None, spool_dir: Path | None = None) -> None:
         self.plan, self.todo, self.summary, self.progress = plan, todo, summary, progress
+        self.spool_dir = spool_dir  # where actors keep each unit's finished examples (None: not kept)
         self.stops = stops or stop_signals.StopSignals()
         self.writer, self.use_gpu = ResultWriter(summary.results_dir), use_gpu
         self.max_errors = plan.grid.max_error_fraction * sum(len(s) for s in todo)
@@ -240,10 +252,17 @@ class GridRun:
             if d.numerics is not None:
                 self.summary.numerics[d.actor_id] = d.numerics
             self.summary.forwards_executed += d.forwards_executed
+            self.summary.examples_resumed += d.resumed
+        if resumed := sum(d.resumed for d in decoded):
+            log.info("unit %s: resumed %d examples from spool, decoded %d", decoded[0].shard_id, resumed,
+                     sum(len(d.results) for d in decoded) - resumed)
 
     def finish(self, unit: WorkUnit, unit_rows: tuple[ShardRows, ...]) -> None:
+        """Write each shard of the unit; then its spool is no longer needed."""
         for task, rows in zip(unit.payload, unit_rows, strict=True):
             self._finish_shard(task, rows)
+        if self.spool_dir is not None:
+            spool.remove(self.summary.results_dir, unit.key)
 
     def _finish_shard(self, task: ShardTask, rows: ShardRows) -> None:
         if rows.sandbox_errors:
@@ -289,7 +308,7 @@ class GridRun:
                          socket.gethostname(), json.dumps(self._inventory(), sort_keys=True),
                          self.started_at, None if status == "running" else _now(), s.shards_total,
                          s.shards_skipped + s.shards_done, s.shards_skipped, SCHEMA_VERSION, s.forwards_executed,
-                         status=status, stop_signal=stop_signal, numerics=_numerics_json(s.numerics),
+                         examples_resumed=s.examples_resumed, status=status, stop_signal=stop_signal, numerics=_numerics_json(s.numerics),
                          model_snapshots=json.dumps(dict(self.plan.snapshots), sort_keys=True))
 
 

@@ -65,6 +65,7 @@ class ExampleResult:
     wall_s: float = 0.0  # both runs, end to end (a shared base run / step 1 counts where it ran)
     forward_wall_s: float = 0.0  # inside the model forwards this pair executed (shared ones once)
     forwards_executed: int = 0  # model calls this pair executed (shared ones once; a failed pair: those before it raised)
+    resumed: bool = False  # taken from the unit's spool: decoded by an earlier, killed attempt (jobs.spool)
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,8 @@ class DecodedShard:
     actor_id: str
     device: str
     results: tuple[ExampleResult, ...]
-    busy_s: float  # wall time of this shard's pairs on the actor (+ the unit's other time: first shard)
-    forward_wall_s: float
+    busy_s: float  # wall time of this shard's pairs decoded on the actor (+ the unit's other time: first shard)
+    forward_wall_s: float  # inside the model forwards of those pairs (resumed ones: not in this attempt)
     load_s: float  # the actor's model load, reported with its first shard only (0.0 afterwards)
     cpu_s: float = 0.0  # CPU time of the actor process during run_shard (contention-independent)
     thresholds: tuple[float | None, float | None] = (None, None)  # effective (slot, token): ReFusion only
@@ -83,5 +84,10 @@ class DecodedShard:
     @property
     def forwards_executed(self) -> int:
         """Model calls the actor executed for this shard (a shared base run / step 1 counts once, in
-        the shard whose pair ran it)."""
-        return sum(r.forwards_executed for r in self.results)
+        the shard whose pair ran it); examples resumed from the unit's spool ran no call here."""
+        return sum(r.forwards_executed for r in self.results if not r.resumed)
+
+    @property
+    def resumed(self) -> int:
+        """Examples of this shard taken from the unit's spool instead of decoded (``jobs.spool``)."""
+        return sum(r.resumed for r in self.results)

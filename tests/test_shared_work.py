@@ -10,7 +10,6 @@ the CPU worker's own builder (``jobs.rows.score_unit``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from jobs.plan import GridPlan, plan_grid
 from jobs.rows import ShardRows, score_unit
 from jobs.shared_work import group_shards
 from streamgen.config import grid_config
+from tests.forward_count import predicted_forwards_executed
 
 MODELS = ["scripted-ar-calibrated", "scripted-refusion-calibrated", "scripted-llada-calibrated",
           "scripted-dgemma-calibrated"]
@@ -93,23 +93,11 @@ def test_rows_with_sharing_equal_rows_without(runs: dict[bool, Run]) -> None:
     assert {p["run_order"] for p in pairs} == {"base_first", "stream_first"}
 
 
-def _predicted_forwards(pairs: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]], share: bool) -> int:
-    """Without sharing every cell pays its base run and all its steps; with sharing each example's base
-    run and step 1 are paid once per model (the cells of one example share them), the later steps per cell."""
-    later = sum(s["forwards"] for s in steps if s["step"] > 1)
-    if not share:
-        return sum(p["base_forwards"] for p in pairs) + sum(s["forwards"] for s in steps)
-    per_example = {(p["model"], p["example_id"]): p["base_forwards"] for p in pairs}
-    first = {(s["model"], s["example_id"]): s["forwards"] for s in steps if s["step"] == 1}
-    assert first.keys() == per_example.keys()
-    return sum(per_example.values()) + sum(first.values()) + later
-
-
 def test_forwards_executed_match_the_design(runs: dict[bool, Run]) -> None:
     for share, run in runs.items():
         pairs = [dataclasses.asdict(p) for rows in run.rows for p in rows.pairs if p.base_forwards is not None]
         steps = [dataclasses.asdict(s) for rows in run.rows for s in rows.steps]
-        assert run.forwards_executed == _predicted_forwards(pairs, steps, share), share
+        assert run.forwards_executed == predicted_forwards_executed(pairs, steps, share=share), share
     assert runs[True].forwards_executed < runs[False].forwards_executed
 
 
