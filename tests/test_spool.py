@@ -17,10 +17,12 @@ import dataclasses
 import json
 import logging
 import pickle
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from bench.compare_results import comparable
@@ -33,6 +35,8 @@ from jobs.spool import SpoolKey, UnitSpool, spool_path
 from jobs.tasks import DecodedShard, ExampleTask, ShardTask
 from streamgen.config import grid_config
 from tests.forward_count import predicted_forwards_executed
+
+ray = pytest.importorskip("ray")
 
 MODELS = ["scripted-ar-calibrated", "scripted-llada-calibrated"]
 N, K = 5, 2  # examples in the unit; examples finished when it is killed
@@ -182,3 +186,55 @@ def test_a_damaged_spool_line_is_skipped_with_a_warning(plan: GridPlan, damage: 
     with caplog.at_level(logging.WARNING, logger="jobs.spool"):
         assert list(_spool(tasks, folder).load()) == ids, "the damaged line is skipped, every other line reads"
     assert "line 2: damaged" in caplog.text
+
+
+# ---------------------------------------------------------------- the grid: a real actor killed mid-unit
+
+GRID = ["models=[tiny-llama]", "benchmarks=[coedit]", "limit=24", "shard_size=24", "acceptance=[greedy,threshold]",
+        "taus=[0.5]", "max_new_tokens=16", "workers=1"]
+
+
+def _table(results: Path, table: str) -> list[dict[str, Any]]:
+    return [r for f in sorted((results / table).rglob("*.parquet")) for r in pq.read_table(f).to_pylist()]
+
+
+@pytest.mark.integration
+def test_an_actor_killed_mid_unit_is_requeued_and_resumes_from_its_spool(tmp_path: Path) -> None:
+    """Real Ray: the unit's actor is killed once K examples are spooled; the scheduler requeues the unit
+    on a fresh actor, which decodes only the examples not spooled. The rows equal an uninterrupted run's,
+    the run record says how many were resumed, and the spool is gone once the shards are written."""
+    from jobs.driver import run_grid
+
+    full_dir, killed_dir = tmp_path / "full", tmp_path / "killed"
+    run_grid(grid_config("smoke", [*GRID, f"results_dir={full_dir}"]), progress=False)
+    grid = grid_config("smoke", [*GRID, f"results_dir={killed_dir}"])
+    dispatched: list[str] = []
+
+    def kill_once_k_are_spooled(actor: Any, unit: Any) -> None:
+        dispatched.append(unit.key)
+        if len(dispatched) > 1:
+            return
+        spool, deadline = spool_path(killed_dir, unit.key), time.monotonic() + 240  # 24 examples take ~10 s
+        while not spool.exists() or spool.read_bytes().count(b"\n") < K:
+            assert time.monotonic() < deadline, f"the actor spooled fewer than {K} examples in 4 minutes"
+            time.sleep(0.01)
+        ray.kill(actor, no_restart=True)
+
+    summary = run_grid(grid, progress=False, on_dispatch=kill_once_k_are_spooled)
+    assert len(dispatched) == 2 and len(set(dispatched)) == 1, "one unit, dispatched again after the kill"
+    cells, n = 2, 24
+    resumed = summary.examples_resumed // cells
+    assert summary.examples_resumed == resumed * cells and K <= resumed < n, summary.examples_resumed
+    pairs, steps = _table(killed_dir, "pairs"), _table(killed_dir, "steps")
+    key = {"pairs": ("shard_id", "example_id"), "steps": ("shard_id", "example_id", "step")}
+    for table, got in (("pairs", pairs), ("steps", steps)):
+        want = {tuple(r[k] for k in key[table]): comparable(r) for r in _table(full_dir, table)}
+        assert {tuple(r[k] for k in key[table]): comparable(r) for r in got} == want, table
+    # the resumed examples are the unit's first ones (the spool fills in order); the rest ran now
+    order = list(plan_grid(grid).shards[0].example_ids)
+    fresh = set(order[resumed:])
+    assert summary.forwards_executed == predicted_forwards_executed(
+        [p for p in pairs if p["example_id"] in fresh], [s for s in steps if s["example_id"] in fresh], share=True)
+    [record] = _table(killed_dir, "runs")
+    assert record["examples_resumed"] == summary.examples_resumed and record["forwards_executed"] == summary.forwards_executed
+    assert not list((killed_dir / "spool").iterdir()), "the spool is removed once the shards are written"
