@@ -62,6 +62,8 @@ def print_summary(summary: object, grid: GridConfig) -> None:
         print(f"run {s.run_id}: {s.shards_done} shards computed, {s.shards_skipped} already done, "  # type: ignore[attr-defined]
               f"{len(s.shards_failed)} failed; {s.examples} examples ({s.errors} errors, "  # type: ignore[attr-defined]
               f"{s.excluded} excluded) in {s.wall_s:.0f} s")  # type: ignore[attr-defined]
+        if resumed := getattr(s, "examples_resumed", 0):
+            print(f"{resumed} examples taken from the spools of units killed mid-way, not decoded again (docs/grid.md)")
         print(f"time: ray start {t.ray_start_s:.1f} s, model load {t.load_s:.1f} s, decode {t.decode_s:.1f} s "
               f"({t.forward_s:.1f} s in forwards, {t.decode_cpu_s:.1f} s CPU), scoring {t.score_s:.1f} s, writing {t.write_s:.2f} s")
     print(budget_line(grid))
