@@ -202,7 +202,7 @@ def check_resources(cluster: ClusterConfig) -> tuple[list[str], str]:
     if cluster.gpus_per_node > visible:
         return [f"cluster {cluster.name}: gpus_per_node={cluster.gpus_per_node} but this machine has "
                 f"{visible} GPU(s): set gpus_per_node={visible} (e.g. on the command line) or use "
-                f"cluster=slurm"], "constraint"
+                f"a Slurm cluster file (e.g. cluster=slurm_a100)"], "constraint"
     return [], "constraint"
 
 
