@@ -187,7 +187,8 @@ def allocation(grid: GridConfig, cluster: ClusterConfig) -> resources.Shape:
     cpus = ray.num_cpus if ray.num_cpus is not None else (
         grid.workers + grid.score_workers if here else cluster.cpus_per_task)
     nodes = 1 if here else max(1, cluster.nodes)
-    return resources.Shape(nodes, gpus, resources.actors_per_node(grid, nodes, gpus), cpus)
+    declared = ray.num_gpus if ray.num_gpus is not None else cluster.gpus_per_node
+    return resources.Shape(nodes, gpus, resources.actors_per_node(grid, nodes, gpus), cpus, declared)
 
 
 def check_resources(cluster: ClusterConfig) -> tuple[list[str], str]:

@@ -9,7 +9,9 @@ With G GPUs per node, N nodes, W = ``workers``, S = ``score_workers`` and A mode
 (``min(W, G)`` with GPUs, else ``ceil(W / N)``), the rules (docs/cluster.md shows the arithmetic):
 
 - a model with ``source: hub`` (the study's 7–12 B checkpoints) needs G ≥ 1: one GPU per model actor;
-- ``W ≤ N × G`` when G ≥ 1 (one model actor per GPU; the driver would otherwise cap W silently);
+- ``W ≤ N × G`` when G ≥ 1 is declared (``gpus_per_node`` or ``ray.num_gpus``; one model actor per GPU:
+  the driver would otherwise cap W with a warning, as it still does on a local machine's GPUs found
+  but not declared);
 - with GPUs, Ray's CPUs per node ≥ A + S: every GPU actor reserves one CPU (:mod:`jobs.actors`) for its
   batch-1 launch loop, and the S scorers' sandbox programs get CPUs of their own wherever they land;
 - on Slurm, ``mem_gb`` (GiB) ≥ object store + A × the grid's biggest model at its dtype (they load at
@@ -73,13 +75,18 @@ class Shape:
     """The allocation as the rules see it: nodes, GPUs and Ray CPUs per node, model actors per node."""
 
     nodes: int
-    gpus_per_node: int
+    gpus_per_node: int  # what Ray has (a local run: what this machine has, unless ray.num_gpus says)
     actors_per_node: int
     ray_cpus_per_node: int
+    gpus_declared: int = -1  # per node, by the cluster file or ray.num_gpus (-1: = gpus_per_node); 0 none
+
+    @property
+    def declared(self) -> int:
+        return self.gpus_per_node if self.gpus_declared < 0 else self.gpus_declared
 
     @property
     def gpus(self) -> int:
-        return self.nodes * self.gpus_per_node
+        return self.nodes * self.declared
 
 
 def known_facts(models: Mapping[str, ModelConfig]) -> WorkFacts:
@@ -114,8 +121,8 @@ def _gpu_problems(grid: GridConfig, cluster: ClusterConfig, models: Mapping[str,
     if hub and s.gpus_per_node < 1:
         p.append(f"{where} gives no GPU, but {', '.join(hub)} load hub checkpoints: each model actor needs one "
                  f"GPU; use a GPU cluster file (e.g. cluster=slurm_a100) or set gpus_per_node ≥ 1")
-    if s.gpus_per_node >= 1 and grid.workers > s.gpus:
-        p.append(f"workers={grid.workers} but {where} has {s.nodes} node(s) × {s.gpus_per_node} GPU(s) = {s.gpus}: "
+    if s.declared >= 1 and grid.workers > s.gpus:  # GPUs found, not declared: the driver caps workers (a warning)
+        p.append(f"workers={grid.workers} but {where} has {s.nodes} node(s) × {s.declared} GPU(s) = {s.gpus}: "
                  f"one model actor per GPU; set workers={s.gpus} or ask for more GPUs (nodes, gpus_per_node)")
     if cluster.rehearsal and s.gpus_per_node < 1:
         p.append(f"{where}: rehearsal: true rehearses GPU scheduling on fake GPUs but gpus_per_node="

@@ -215,3 +215,18 @@ def test_the_test_cluster_file_refuses_the_study_in_one_message(capsys: pytest.C
     assert code == 2 and err.count("error:") == 1, err
     assert "cluster 'slurm_test' gives no GPU" in err and "llada-8b" in err
     assert "cluster 'slurm_test': mem_gb=4 but a node needs" in err
+
+
+def test_a_local_machines_gpus_found_not_declared_cap_workers_instead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's main command on a one-GPU workstation still runs (the driver caps workers=2 to 1 with a
+    warning); declaring the GPU (ray.num_gpus=1) makes workers=2 a refusal; hub models see the found GPU."""
+    monkeypatch.setattr(executors.slurm_inventory, "local_gpu_count", lambda: 1)
+    grid, local = grid_config("local"), cluster_config("local")
+    shape = executors.allocation(grid, local)
+    assert (shape.gpus_per_node, shape.declared, shape.actors_per_node) == (1, 0, 1)
+    assert resources.check(grid, local, grid_models(grid), shape).problems == ()
+    declared = dataclasses.replace(grid, ray=dataclasses.replace(grid.ray, num_gpus=1))
+    (line,) = resources.check(declared, local, grid_models(grid), executors.allocation(declared, local)).problems
+    assert "set workers=1" in line
+    hub = _grid(workers=1, ray=RayConfig(object_store_mb=256))
+    assert resources.check(hub, local, {"big": HUB}, executors.allocation(hub, local)).problems == ()
