@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.shared_work import sharing_key
 from jobs.spool import SpoolKey, UnitSpool, open_unit_spool
-from jobs.tasks import DecodedShard, ExampleResult, ExampleTask, ShardTask
+from jobs.tasks import DecodedShard, ExampleResult, ExampleTask, Placement, ShardTask
 from streamgen.config import ModelConfig
 from streamgen.decoding.acceptance import make_rule
 from streamgen.decoding.base import Decoder
@@ -40,6 +40,8 @@ if TYPE_CHECKING:  # the driver imports this module without torch/transformers; 
 
 log = logging.getLogger(__name__)
 
+GPU_ACTOR_CPUS = 1  # the CPU a GPU model actor reserves for its launch loop (actor_options)
+
 
 @dataclass(frozen=True)
 class ActorInfo:
@@ -52,31 +54,37 @@ class ActorInfo:
 
 
 def actor_options(*, use_gpu: bool, cpus_per_actor: float = 1.0) -> dict[str, Any]:
-    """Ray resources of one model actor: a whole GPU on GPU machines, else ``cpus_per_actor`` CPUs.
+    """Ray resources of one model actor: a whole GPU and one CPU on GPU machines, else ``cpus_per_actor`` CPUs.
+
+    A GPU actor reserves its CPU: batch-1 decoding is bound by the host's kernel-launch loop, and with
+    ``num_cpus=0`` Ray would hand every CPU of the node to scoring tasks (their sandbox programs) while
+    the actor is timed. ``jobs.resources`` checks that a node has a CPU per GPU actor plus the scorers.
 
     ``max_restarts=0``: a dead actor stays dead and the scheduler starts a fresh one elsewhere.
     ``SPREAD``: on a multi-node cluster the actors go to different nodes first (Ray's default packs
     them onto the driver's node); on one node it changes nothing.
     """
     if use_gpu:
-        return {"num_gpus": 1, "num_cpus": 0, "max_restarts": 0, "scheduling_strategy": "SPREAD"}
+        return {"num_gpus": 1, "num_cpus": GPU_ACTOR_CPUS, "max_restarts": 0, "scheduling_strategy": "SPREAD"}
     return {"num_gpus": 0, "num_cpus": cpus_per_actor, "max_restarts": 0, "scheduling_strategy": "SPREAD"}
 
 
 def spawn_model_actor(model: ModelConfig, *, use_gpu: bool, cpus_per_actor: float = 1.0,
-                      threads: int = 1, verbose: bool = False, warm_up: bool = True) -> Any:
+                      threads: int = 1, verbose: bool = False, warm_up: bool = True, cpu_fallback: bool = False) -> Any:
     """Start a Ray actor holding ``model`` (loading starts at once, in the background; ``verbose``: with
-    the libraries' model-loading progress bars; ``warm_up``: one untimed pair before its first timed one)."""
+    the libraries' model-loading progress bars; ``warm_up``: one untimed pair before its first timed one;
+    ``cpu_fallback``: a rehearsal, see :func:`pick_device`)."""
     import ray
 
     remote_cls = ray.remote(ModelActor).options(**actor_options(use_gpu=use_gpu, cpus_per_actor=cpus_per_actor))
-    return remote_cls.remote(model, threads=threads, verbose=verbose, warm_up=warm_up)
+    return remote_cls.remote(model, threads=threads, verbose=verbose, warm_up=warm_up, cpu_fallback=cpu_fallback)
 
 
 def spawn_actor_for(models: Mapping[str, ModelConfig], name: str, *, use_gpu: bool, verbose: bool = False,
-                    warm_up: bool = True) -> Any:
+                    warm_up: bool = True, cpu_fallback: bool = False) -> Any:
     """:func:`spawn_model_actor` for the model called ``name`` (the scheduler's groups are model names)."""
-    return spawn_model_actor(models[name], use_gpu=use_gpu, verbose=verbose, warm_up=warm_up)
+    return spawn_model_actor(models[name], use_gpu=use_gpu, verbose=verbose, warm_up=warm_up,
+                             cpu_fallback=cpu_fallback)
 
 
 def submit_unit(actor: Any, unit: Any, spool_dir: str | None = None) -> Any:
@@ -85,8 +93,18 @@ def submit_unit(actor: Any, unit: Any, spool_dir: str | None = None) -> Any:
     return actor.run_unit.remote(unit.payload, spool_dir)
 
 
-def _pick_device() -> tuple[str, str, tuple[str, ...]]:
-    """(torch device, device label for result rows, Ray GPU ids)."""
+class DeviceUnavailable(RuntimeError):
+    """A model actor holds a GPU but torch finds no CUDA, and the cluster is no rehearsal."""
+
+
+def pick_device(cpu_fallback: bool = False) -> tuple[str, str, Placement]:
+    """(torch device, device label for result rows, where the actor runs).
+
+    An actor Ray gave a GPU runs on it; if torch finds no CUDA there (a CPU build of torch, a broken
+    driver, or the test cluster's fake GPUs) it raises :class:`DeviceUnavailable`, unless
+    ``cpu_fallback`` (the cluster's ``rehearsal: true``): then it runs on CPU, says so in a warning and
+    records it (``Placement.cpu_fallback``, the runs row's inventory). Never silently.
+    """
     import torch
 
     try:
@@ -95,22 +113,32 @@ def _pick_device() -> tuple[str, str, tuple[str, ...]]:
         gpu_ids = tuple(str(g) for g in ray.get_gpu_ids()) if ray.is_initialized() else ()
     except ImportError:
         gpu_ids = ()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if gpu_ids and torch.cuda.is_available():  # Ray set CUDA_VISIBLE_DEVICES: our GPU is cuda:0
-        return "cuda:0", f"cuda:{torch.cuda.get_device_name(0)}", gpu_ids
-    return "cpu", "cpu", gpu_ids
+        return "cuda:0", f"cuda:{torch.cuda.get_device_name(0)}", Placement(gpu_ids, visible)
+    if gpu_ids and not cpu_fallback:
+        raise DeviceUnavailable(
+            f"this model actor holds GPU {','.join(gpu_ids)} (CUDA_VISIBLE_DEVICES={visible}) but torch "
+            f"{torch.__version__} finds no CUDA: install a CUDA build of torch on the nodes (docs/cluster.md); "
+            "on a test cluster with fake GPUs, set rehearsal: true in the cluster config")
+    if gpu_ids:
+        log.warning("rehearsal: holding GPU %s (CUDA_VISIBLE_DEVICES=%s) but torch finds no CUDA: the model "
+                    "runs on CPU", ",".join(gpu_ids), visible)
+    return "cpu", "cpu", Placement(gpu_ids, visible, cpu_fallback=bool(gpu_ids))
 
 
 class ModelActor:
     """Holds one model and runs shards of it."""
 
-    def __init__(self, model: ModelConfig, *, threads: int = 1, verbose: bool = False, warm_up: bool = True) -> None:
+    def __init__(self, model: ModelConfig, *, threads: int = 1, verbose: bool = False, warm_up: bool = True,
+                 cpu_fallback: bool = False) -> None:
         import torch
 
         from streamgen.weights import loading_bars
 
         torch.set_num_threads(max(1, threads))
         self.model = model
-        self.device, self.device_label, self.gpu_ids = _pick_device()
+        self.device, self.device_label, self.placement = pick_device(cpu_fallback)
         self.actor_id = f"{socket.gethostname()}:{os.getpid()}"
         self._decoders: dict[tuple[str, str | None, int], Decoder] = {}
         start = time.perf_counter()
@@ -125,7 +153,7 @@ class ModelActor:
 
     def info(self) -> ActorInfo:
         return ActorInfo(self.actor_id, os.getpid(), socket.gethostname(), self.device_label,
-                         self.gpu_ids, self.load_s)
+                         self.placement.gpu_ids, self.load_s)
 
     def _decoder(self, benchmark: str, verifier_mode: str | None, max_new_tokens: int) -> Decoder:
         """A decoder over the loaded weights for a (benchmark, verifier mode, answer budget) cell, with the
@@ -328,7 +356,7 @@ def _decoded(tasks: Sequence[ShardTask], per_task: Sequence[Sequence[ExampleResu
         rest = busy_s - sum(r.wall_s for rs in per_task for r in rs if not r.resumed) if i == 0 else 0.0
         out.append(DecodedShard(task.shard.shard_id, actor.actor_id, actor.device_label, tuple(results),
                                 own + rest, sum(r.forward_wall_s for r in fresh), load_s if i == 0 else 0.0,
-                                cpu_s if i == 0 else 0.0, thresholds, actor.numerics))
+                                cpu_s if i == 0 else 0.0, thresholds, actor.numerics, actor.placement))
     return tuple(out)
 
 

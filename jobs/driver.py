@@ -15,6 +15,7 @@ them. The scheduler never calls back into this module: it yields events (docs/gr
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import functools
 import json
@@ -33,13 +34,14 @@ from jobs.actors import spawn_actor_for, submit_unit
 from jobs.plan import GridPlan, plan_grid
 from jobs.progress import GridProgress
 from jobs.ray_env import start_ray, stop_ray
+from jobs.resources import Shape
 from jobs.rows import ShardRows, failed_shard_rows, remote_score_unit
 from jobs.scheduler import Decoded, Finished, Scheduler, WorkUnit
 from jobs.shards import Shard
 from jobs.shared_work import group_shards
-from jobs.tasks import DecodedShard, ShardTask
+from jobs.tasks import DecodedShard, Placement, ShardTask
 from jobs.writer import ResultWriter
-from streamgen.config import GridConfig
+from streamgen.config import ClusterConfig, GridConfig, cluster_config
 from streamgen.records import SCHEMA_VERSION, RunRecord
 from streamgen.version import code_version
 
@@ -48,20 +50,25 @@ __all__ = ["GridAborted", "GridSummary", "SandboxUnavailable", "Timings", "run_g
 log = logging.getLogger(__name__)
 
 
-def run_grid(grid: GridConfig, *, progress: bool | None = None,
-             on_dispatch: Callable[[Any, WorkUnit], None] | None = None) -> GridSummary:
-    """Run (or resume) ``grid``; returns what was done. Raises ConfigError before any actor starts
-    when the grid is invalid, ResultsDirError when the results directory cannot be written or another
+def run_grid(grid: GridConfig, *, cluster: ClusterConfig | None = None, shape: Shape | None = None,
+             progress: bool | None = None, on_dispatch: Callable[[Any, WorkUnit], None] | None = None) -> GridSummary:
+    """Run (or resume) ``grid`` on ``cluster`` (default: ``grid.cluster``'s file); returns what was done.
+
+    Raises ConfigError before any actor starts when the grid is invalid or, given ``shape`` (the
+    cluster's Ray, ``jobs.executors.allocation``: the workflows' path), the allocation does not fit
+    it (``jobs.resources``); ResultsDirError when the results directory cannot be written or another
     run holds it, GridAborted past ``max_error_fraction``, SandboxUnavailable (a GridAborted) when the
     sandbox cannot run answers after its retries, and RunInterrupted on SIGTERM/SIGINT."""
     start = time.perf_counter()
-    plan = plan_grid(grid)
+    cluster = cluster or cluster_config(grid.cluster)
+    plan = plan_grid(grid, cluster, shape)
     with results_dir.hold(grid.results_dir, new_run_id()) as lock, stop_signals.catching() as stops:
-        return _run_locked(plan, lock, stops, start, progress, on_dispatch)
+        return _run_locked(plan, lock, stops, start, progress, on_dispatch, cluster.rehearsal)
 
 
 def _run_locked(plan: GridPlan, lock: results_dir.ResultsLock, stops: stop_signals.StopSignals, start: float,
-                progress: bool | None, on_dispatch: Callable[[Any, WorkUnit], None] | None) -> GridSummary:
+                progress: bool | None, on_dispatch: Callable[[Any, WorkUnit], None] | None,
+                rehearsal: bool = False) -> GridSummary:
     grid = plan.grid
     writer = ResultWriter(grid.results_dir)
     with results_dir.named_io_errors(grid.results_dir, "checking the finished shards in"):
@@ -84,7 +91,8 @@ def _run_locked(plan: GridPlan, lock: results_dir.ResultsLock, stops: stop_signa
         session = start_ray(grid.ray, default_num_cpus=grid.workers + grid.score_workers)
         stops.install()  # ray.init put its own SIGTERM handlers in place of ours
         summary.timings.ray_start_s = time.perf_counter() - t0
-        run = GridRun(plan, todo, summary, bar, use_gpu=_cluster_gpus() >= 1, stops=stops, spool_dir=spool_folder)
+        run = GridRun(plan, todo, summary, bar, use_gpu=_cluster_gpus() >= 1, stops=stops, spool_dir=spool_folder,
+                      rehearsal=rehearsal)
         writer.write_run(run.run_record("running"))
         if todo:
             _schedule(run, grid, on_dispatch)
@@ -146,7 +154,8 @@ def _schedule(run: GridRun, grid: GridConfig, on_dispatch: Callable[[Any, WorkUn
     # a unit holds up to one shard per acceptance cell (jobs/shared_work.py): its allowance scales with it
     timeout_s = grid.shard_timeout_s * max(len(u.payload) for u in units)
     scheduler = Scheduler(spawn=functools.partial(spawn_actor_for, run.plan.models, use_gpu=run.use_gpu,
-                                                   verbose=run.plan.grid.verbose, warm_up=run.plan.grid.warm_up),
+                                                   verbose=run.plan.grid.verbose, warm_up=run.plan.grid.warm_up,
+                                                   cpu_fallback=run.rehearsal),
                           submit=functools.partial(submit_unit, spool_dir=str(run.spool_dir) if run.spool_dir else None),
                           workers=workers, unit_timeout_s=timeout_s, on_dispatch=on_dispatch,
                           shield=run.stops.deferred)
@@ -199,6 +208,7 @@ class GridSummary:
     wall_s: float = 0.0
     timings: Timings = field(default_factory=Timings)
     devices: dict[str, str] = field(default_factory=dict)  # actor id → device
+    placements: dict[str, Placement] = field(default_factory=dict)  # actor id → its GPU ids, CPU fallback
     numerics: dict[str, str] = field(default_factory=dict)  # actor id → its NumericsRecord JSON
     forwards_executed: int = 0  # model calls the actors executed (shared base runs / first steps once)
     examples_resumed: int = 0  # pair rows whose decoding came from a unit's spool (jobs.spool), not this run
@@ -222,9 +232,11 @@ class GridRun:
     driver's loop hands it each unit's events."""
 
     def __init__(self, plan: GridPlan, todo: list[Shard], summary: GridSummary, progress: GridProgress,
-                 use_gpu: bool, stops: stop_signals.StopSignals | None = None, spool_dir: Path | None = None) -> None:
+                 use_gpu: bool, stops: stop_signals.StopSignals | None = None, spool_dir: Path | None = None,
+                 rehearsal: bool = False) -> None:
         self.plan, self.todo, self.summary, self.progress = plan, todo, summary, progress
         self.spool_dir = spool_dir  # where actors keep each unit's finished examples (None: not kept)
+        self.rehearsal = rehearsal  # actors on GPUs without CUDA run on CPU (jobs.actors.pick_device)
         self.stops = stops or stop_signals.StopSignals()
         self.writer, self.use_gpu = ResultWriter(summary.results_dir), use_gpu
         self.max_errors = plan.grid.max_error_fraction * sum(len(s) for s in todo)
@@ -249,6 +261,7 @@ class GridRun:
             t.forward_s += d.forward_wall_s
             t.decode_cpu_s += d.cpu_s
             self.summary.devices[d.actor_id] = d.device
+            self.summary.placements[d.actor_id] = d.placement
             if d.numerics is not None:
                 self.summary.numerics[d.actor_id] = d.numerics
             self.summary.forwards_executed += d.forwards_executed
@@ -317,7 +330,9 @@ class GridRun:
         processes are gone and asking again would hang."""
         if self._nodes is None:
             self._nodes = ray_nodes()
-        return {"nodes": self._nodes, "actors": self.summary.devices, "driver_cpus": os.cpu_count()}
+        placements = {a: dataclasses.asdict(p) for a, p in self.summary.placements.items()}
+        return {"nodes": self._nodes, "actors": self.summary.devices, "actor_placements": placements,
+                "driver_cpus": os.cpu_count()}
 
 
 def _numerics_json(by_actor: dict[str, str]) -> str | None:

@@ -1,8 +1,8 @@
 """The plan of a grid without running it (``--dry-run``): validate, count, estimate; start nothing.
 
 ``plan_dry_run(grid)`` validates the grid exactly as a run does (``jobs.plan.plan_grid``: configs,
-weights where they say, benchmark data and scorers) plus the cluster config (without contacting
-Slurm), then counts per cell the examples (and how many are excluded up front), the shards and the
+weights where they say, benchmark data and scorers, the allocation against the work) plus the
+cluster config (without contacting Slurm), then counts per cell the examples (and how many are excluded up front), the shards and the
 shards already complete in ``results_dir``. When the results directory already holds rows of a
 model, a small cost model fitted on them estimates forwards and decode time:
 
@@ -122,10 +122,11 @@ def plan_dry_run(grid: GridConfig, *, results_dir: str | Path | None = None,
     ``results_dir``: where complete shards are looked for (default ``grid.results_dir``); ``fit_on``:
     where the cost model's rows are read (default the same directory).
     """
-    from jobs.executors import validate_cluster
+    from jobs.executors import allocation, validate_cluster
 
-    raise_if_problems(validate_cluster(cluster_config(grid.cluster)), f"cluster {grid.cluster!r}")
-    plan = plan_grid(grid)
+    cluster = cluster_config(grid.cluster)
+    raise_if_problems(validate_cluster(cluster), f"cluster {grid.cluster!r}")
+    plan = plan_grid(grid, cluster, allocation(grid, cluster))  # the allocation against the work (jobs/resources.py)
     out_dir = Path(results_dir or grid.results_dir)
     cost = CostModel.fit(Path(fit_on or out_dir))
     return render(grid, plan, _cell_lines(plan, out_dir, cost), cost, out_dir)
@@ -158,4 +159,5 @@ def render(grid: GridConfig, plan: GridPlan, lines: list[CellLine], cost: CostMo
                 f"{'that model' if len(missing) == 1 else 'those models'} with cell settings yet")
     pinned = [f"checkpoint {m}: snapshot {c} (pre-flight passed; the actors load this commit)"
               for m, c in plan.snapshots.items() if c]
-    return "\n".join([head, *body, "", tail, *pinned])
+    notes = [f"resources: {n}" for n in plan.resource_notes]
+    return "\n".join([head, *body, "", tail, *pinned, *notes])

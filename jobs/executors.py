@@ -9,7 +9,9 @@
   relays its log lines and returns rank 0's result.
 
 :func:`submit` checks the cluster config and what the cluster can really give (Slurm's partition
-inventory, or this machine's GPUs) and raises one ``ConfigError`` before anything is queued.
+inventory, or this machine's GPUs), :func:`submit_grid` also the grid, its checkpoints and the
+allocation against the work (:mod:`jobs.resources`); one ``ConfigError`` lists every problem before
+anything is queued.
 
 The grid (:func:`run_grid_on_cluster`, what the workflows call) runs as one :class:`RayJob`: inside
 the job it starts a Ray cluster over the allocation (head on rank 0, workers on the other ranks;
@@ -33,8 +35,8 @@ from typing import Any, TypeVar
 
 import submitit
 
-from jobs import preemption, ray_bootstrap, results_dir, slurm, slurm_inventory
-from jobs.preflight import grid_problems
+from jobs import preemption, ray_bootstrap, resources, results_dir, slurm, slurm_inventory
+from jobs.preflight import grid_models, grid_problems
 from streamgen.config import (
     EXECUTORS,
     ClusterConfig,
@@ -66,7 +68,8 @@ def run_grid_on_cluster(grid: GridConfig, cluster: ClusterConfig | None = None) 
     from jobs.driver import run_grid  # imports ray: here, so importing this module (to submit) stays light
 
     cluster = cluster or cluster_config(grid.cluster)
-    return run(cluster, here=functools.partial(run_grid, grid), job=functools.partial(submit_grid, grid, cluster))
+    return run(cluster, here=functools.partial(run_grid, grid, cluster=cluster, shape=allocation(grid, cluster)),
+               job=functools.partial(submit_grid, grid, cluster))
 
 
 # --------------------------------------------------------------------------------------------
@@ -112,15 +115,20 @@ class RayJob(submitit.helpers.Checkpointable):
 
 @dataclasses.dataclass(frozen=True)
 class GridTask:
-    """The driver of one grid, run against the Ray cluster the job started."""
+    """The driver of one grid, run against the Ray cluster the job started; ``cluster`` is the config it
+    was submitted with (command-line overrides included): the head node checks the work against it
+    again, and its ``rehearsal`` reaches the actors."""
 
     grid: GridConfig
+    cluster: ClusterConfig | None = None
 
     def __call__(self, address: str) -> Any:
         from jobs.driver import run_grid  # lazy: the job sets Ray's env before anything imports ray
 
         ray_cfg = dataclasses.replace(self.grid.ray, address=address)
-        return run_grid(dataclasses.replace(self.grid, ray=ray_cfg))
+        cluster = self.cluster or cluster_config(self.grid.cluster)
+        return run_grid(dataclasses.replace(self.grid, ray=ray_cfg), cluster=cluster,
+                        shape=allocation(self.grid, cluster))
 
 
 def absolute_paths(grid: GridConfig) -> GridConfig:
@@ -136,11 +144,14 @@ def submit_grid(grid: GridConfig, cluster: ClusterConfig | None = None,
     Raises :class:`streamgen.config.ConfigError` listing every problem before anything is queued.
     """
     cluster = cluster or cluster_config(grid.cluster)
-    problems = [*validate_grid(grid), *grid_problems(grid)] if task is None else []  # checkpoints: jobs/preflight.py
+    problems = []
+    if task is None:  # checkpoints (jobs/preflight.py), then the allocation against the work (jobs/resources.py)
+        fit = resources.check(grid, cluster, grid_models(grid), allocation(grid, cluster))
+        problems = [*validate_grid(grid), *grid_problems(grid), *fit.problems]
     if task is None and not problems:  # a results directory nobody can write fails here, not in the queue
         results_dir.check_writable(grid.results_dir, create=False)  # nothing written before the queue accepts
     grid = absolute_paths(grid)
-    job = RayJob(task or GridTask(grid), grid.ray, cluster.cpus_per_task, Path(cluster.log_dir).resolve())
+    job = RayJob(task or GridTask(grid, cluster), grid.ray, cluster.cpus_per_task, Path(cluster.log_dir).resolve())
     return submit(cluster, grid.name, job, problems)
 
 
@@ -164,6 +175,22 @@ def validate_cluster(cluster: ClusterConfig) -> list[str]:
     return p
 
 
+def allocation(grid: GridConfig, cluster: ClusterConfig) -> resources.Shape:
+    """The Ray the grid will run on (:mod:`jobs.resources` checks the work against it). A local run
+    starts Ray with ``ray.num_cpus`` or workers + score_workers CPUs and the GPUs this machine has
+    (``jobs.driver``); a job's Ray gets ``cpus_per_task`` and ``gpus_per_node`` on each of its nodes
+    (``jobs.ray_bootstrap``); ``ray.num_cpus`` / ``ray.num_gpus`` win when set."""
+    here = cluster.executor == "local"
+    ray = grid.ray
+    gpus = ray.num_gpus if ray.num_gpus is not None else (
+        slurm_inventory.local_gpu_count() if here else cluster.gpus_per_node)
+    cpus = ray.num_cpus if ray.num_cpus is not None else (
+        grid.workers + grid.score_workers if here else cluster.cpus_per_task)
+    nodes = 1 if here else max(1, cluster.nodes)
+    declared = ray.num_gpus if ray.num_gpus is not None else cluster.gpus_per_node
+    return resources.Shape(nodes, gpus, resources.actors_per_node(grid, nodes, gpus), cpus, declared)
+
+
 def check_resources(cluster: ClusterConfig) -> tuple[list[str], str]:
     """What the cluster can really give: Slurm's partition inventory, or this machine's GPUs.
 
@@ -176,7 +203,7 @@ def check_resources(cluster: ClusterConfig) -> tuple[list[str], str]:
     if cluster.gpus_per_node > visible:
         return [f"cluster {cluster.name}: gpus_per_node={cluster.gpus_per_node} but this machine has "
                 f"{visible} GPU(s): set gpus_per_node={visible} (e.g. on the command line) or use "
-                f"cluster=slurm"], "constraint"
+                f"a Slurm cluster file (e.g. cluster=slurm_a100)"], "constraint"
     return [], "constraint"
 
 
@@ -213,11 +240,14 @@ def make_executor(cluster: ClusterConfig, job_name: str, gpu_type_as: str = "con
 def submit(cluster: ClusterConfig, job_name: str, fn: Callable[[], Any], problems: Sequence[str] = ()) -> submitit.Job:
     """Check the cluster (plus the caller's ``problems``), then submit ``fn`` as one job.
 
-    Raises :class:`streamgen.config.ConfigError` listing every problem before anything is queued.
+    Raises :class:`streamgen.config.ConfigError` listing every problem (the caller's, the cluster
+    config's, and what the partition cannot give) before anything is queued.
     """
-    raise_if_problems([*validate_cluster(cluster), *problems], f"cannot submit job streamgen-{job_name}")
-    found, gpu_type_as = check_resources(cluster)
-    raise_if_problems(found, f"cluster {cluster.name!r} cannot run this job; nothing was submitted")
+    invalid = validate_cluster(cluster)
+    found, gpu_type_as = ([], "constraint") if invalid else check_resources(cluster)  # what Slurm can give
+    title = f"cannot submit job streamgen-{job_name}" if invalid or problems else \
+        f"cluster {cluster.name!r} cannot run this job"
+    raise_if_problems([*invalid, *problems, *found], f"{title}; nothing was submitted")
     job = make_executor(cluster, job_name, gpu_type_as).submit(fn)
     log.info("submitted job %s, streamgen-%s (executor %s, %d node(s)); logs in %s", job.job_id, job_name,
              cluster.executor, cluster.nodes, job.paths.folder)

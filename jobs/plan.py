@@ -5,8 +5,10 @@ collected into ONE :class:`~streamgen.config.ConfigError`: unknown models and be
 [0, 1], a missing data directory (``streamgen.config.validate_grid``), model weights that cannot be
 found (package, file or folder missing; family module absent), hub and local checkpoints that are not
 cached, do not build, do not fit their weights or disagree on EOS / mask ids (``jobs.preflight``, which
-also pins each hub model to its snapshot commit and refuses a results directory of another snapshot), benchmarks whose module or data does
-not load or cannot score (``Benchmark.problems()``), data files that differ from their manifest.
+also pins each hub model to its snapshot commit and refuses a results directory of another snapshot), an
+allocation that does not fit the work (``jobs.resources``, when the cluster is given), benchmarks whose
+module or data does not load or cannot score (``Benchmark.problems()``), data files that differ from
+their manifest.
 Each benchmark's version gets its data files' sha256 prefixes (``data_manifest.versioned``), so a
 changed data file changes the shard ids. Models are not loaded in the driver (slow, and a GPU driver
 must not touch CUDA before its actors start); the check is that their weights are where the config says.
@@ -23,6 +25,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from jobs import resources
 from jobs.preflight import preflight, recorded_snapshots, snapshot_conflicts
 from jobs.shards import Shard, expand_cells, expand_shards
 from jobs.tasks import ExampleTask, ShardTask
@@ -30,6 +33,7 @@ from streamgen.cells import effective_system_prompt
 from streamgen.config import (
     GRANULARITIES,
     BenchmarkConfig,
+    ClusterConfig,
     ConfigError,
     GridConfig,
     ModelConfig,
@@ -59,6 +63,7 @@ class GridPlan:
     excluded: Mapping[tuple[str, str], str | None]  # (benchmark, example id) → reason decided up front
     shards: tuple[Shard, ...]
     snapshots: Mapping[str, str | None] = dataclasses.field(default_factory=dict)  # model → hub commit (pre-flight)
+    resource_notes: tuple[str, ...] = ()  # resource checks skipped for want of a fact (jobs.resources)
 
     @property
     def resolved_yaml(self) -> str:
@@ -158,8 +163,14 @@ def _segmenter(grid: GridConfig) -> Segmenter | None:
     return make_segmenter(grid.granularity, grid.segment_chars)
 
 
-def plan_grid(grid: GridConfig) -> GridPlan:
-    """Validate ``grid`` and everything it names; expand it into shards. Raises one ConfigError."""
+def plan_grid(grid: GridConfig, cluster: ClusterConfig | None = None, shape: resources.Shape | None = None,
+              facts: resources.WorkFacts | None = None) -> GridPlan:
+    """Validate ``grid`` and everything it names; expand it into shards. Raises one ConfigError.
+
+    With ``cluster`` and the ``shape`` of its Ray (``jobs.executors.allocation``), the allocation is
+    checked against the work too (:mod:`jobs.resources`; ``facts`` default: what is known without an
+    estimate); its problems are in the same ConfigError.
+    """
     from streamgen.benchmarks.data_manifest import versioned
 
     problems = validate_grid(grid)
@@ -178,6 +189,12 @@ def plan_grid(grid: GridConfig) -> GridPlan:
     models = checked.models
     problems.extend(checked.problems)
     problems.extend(snapshot_conflicts(recorded_snapshots(grid.results_dir), checked.snapshots, grid.results_dir))
+    fit = resources.ResourceCheck((), ())
+    if cluster is not None and shape is not None:
+        fit = resources.check(grid, cluster, models, shape, facts)
+    problems.extend(fit.problems)
+    for note in fit.notes:
+        log.info("resources: %s", note)
     for name in grid.benchmarks:
         try:
             benches[name] = grid_benchmark_config(grid, name)
@@ -207,4 +224,5 @@ def plan_grid(grid: GridConfig) -> GridPlan:
     shards = expand_shards(cells, ids, shard_size=grid.shard_size, seed=grid.seed)
     log.info("grid %s: %d cells, %d shards, %d examples per cell at most",
              grid.name, len(cells), len(shards), max((len(v) for v in ids.values()), default=0))
-    return GridPlan(grid, data_dir, models, benches, examples, segments, excluded, tuple(shards), checked.snapshots)
+    return GridPlan(grid, data_dir, models, benches, examples, segments, excluded, tuple(shards), checked.snapshots,
+                    fit.notes)

@@ -70,16 +70,21 @@ def preflight(models: Mapping[str, ModelConfig]) -> Preflight:
     return Preflight(problems, snapshots, pinned)
 
 
-def grid_problems(grid: GridConfig) -> list[str]:
-    """The pre-flight's problems for ``grid``'s models (names that do not load are validate_grid's to
-    report): what ``jobs.executors.submit_grid`` checks before a Slurm job books its GPUs."""
+def grid_models(grid: GridConfig) -> dict[str, ModelConfig]:
+    """``grid``'s model configs that load (names that do not are validate_grid's to report)."""
     models = {}
     for name in grid.models:
         try:
             models[name] = model_config(name)
         except ConfigError:
             continue
-    return preflight(models).problems
+    return models
+
+
+def grid_problems(grid: GridConfig) -> list[str]:
+    """The pre-flight's problems for ``grid``'s models: what ``jobs.executors.submit_grid`` checks
+    before a Slurm job books its GPUs."""
+    return preflight(grid_models(grid)).problems
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from streamgen.cells import HASH_CHARS, Cell, numerics_settings, stable_hash
 from streamgen.config import VERIFIER_MODE_FAMILIES, BenchmarkConfig, GridConfig, ModelConfig
 
-__all__ = ["HASH_CHARS", "Cell", "Shard", "balanced_order", "expand_cells", "expand_shards", "stable_hash"]
+__all__ = ["HASH_CHARS", "Cell", "Shard", "acceptance_rules", "balanced_order", "expand_cells", "expand_shards",
+           "stable_hash"]
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,10 @@ class Shard:
         return len(self.example_ids)
 
 
-def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
-                 benchmarks: Mapping[str, BenchmarkConfig]) -> list[Cell]:
-    """All cells of the grid, in a stable order (model, benchmark, acceptance, τ, verifier mode)."""
-    rules: list[tuple[str, float | None, float | None]] = []  # (acceptance, τ, tie guard)
+def acceptance_rules(grid: GridConfig) -> list[tuple[str, float | None, float | None]]:
+    """The grid's acceptance cells as (acceptance, τ, tie guard), in order: one per τ of ``threshold``,
+    greedy and one greedy per tie guard."""
+    rules: list[tuple[str, float | None, float | None]] = []
     for acceptance in grid.acceptance:
         if acceptance == "threshold":
             rules.extend(("threshold", float(t), None) for t in grid.taus)
@@ -53,6 +54,13 @@ def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
             rules.append((acceptance, None, None))
             if acceptance == "greedy":
                 rules.extend(("greedy", None, float(g)) for g in grid.tie_guards)
+    return rules
+
+
+def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
+                 benchmarks: Mapping[str, BenchmarkConfig]) -> list[Cell]:
+    """All cells of the grid, in a stable order (model, benchmark, acceptance, τ, verifier mode)."""
+    rules = acceptance_rules(grid)
     cells: list[Cell] = []
     segmentation = grid.granularity if grid.granularity != "chars" else f"chars:{grid.segment_chars}"
     live = grid.typing if grid.typing.live_policy is not None else None

@@ -69,6 +69,16 @@ class ExampleResult:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a model actor runs: the GPU ids Ray gave it, the ``CUDA_VISIBLE_DEVICES`` it saw, and whether
+    it ran its model on CPU although it holds a GPU (a rehearsal on fake GPUs: ``ClusterConfig.rehearsal``)."""
+
+    gpu_ids: tuple[str, ...] = ()
+    cuda_visible_devices: str | None = None
+    cpu_fallback: bool = False
+
+
+@dataclass(frozen=True)
 class DecodedShard:
     shard_id: str
     actor_id: str
@@ -80,6 +90,7 @@ class DecodedShard:
     cpu_s: float = 0.0  # CPU time of the actor process during run_shard (contention-independent)
     thresholds: tuple[float | None, float | None] = (None, None)  # effective (slot, token): ReFusion only
     numerics: str | None = None  # JSON: the actor's streamgen.numerics.NumericsRecord
+    placement: Placement = Placement()  # the actor's GPU (runs row inventory: one actor per GPU)
 
     @property
     def forwards_executed(self) -> int:

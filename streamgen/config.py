@@ -220,6 +220,9 @@ class ClusterConfig:
     nodes: int = 1
     gpus_per_node: int = 0
     gpu_type: str | None = None  # Slurm constraint, e.g. a100 or a6000
+    # A rehearsal on fake GPUs (the test cluster of .ci/slurm.sh): a model actor that holds a GPU but finds
+    # no CUDA runs its model on CPU, logged and recorded in the runs row; false: it refuses (jobs/actors.py)
+    rehearsal: bool = False
     cpus_per_task: int = 2
     mem_gb: int = 16
     timeout_min: int = 60

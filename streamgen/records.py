@@ -144,7 +144,7 @@ class RunRecord:
     config_yaml: str  # the resolved config, as YAML
     code_version: str
     host: str
-    device_inventory: str  # JSON: Ray nodes and their devices
+    device_inventory: str  # JSON: Ray nodes and their devices; actors (device), actor_placements (GPU ids, CPU fallback)
     started_at: str  # ISO 8601, UTC
     finished_at: str | None
     shards_total: int

@@ -1,7 +1,8 @@
 """Whole grids through run_grid on real Ray with tiny random models (integration).
 
 One Ray session for the module, started with fake GPUs (``num_gpus=2``): model actors are placed
-with ``num_gpus=1`` each (and fall back to the CPU device, there being no CUDA here).
+with ``num_gpus=1`` and ``num_cpus=1`` each, and the runs are rehearsals (``rehearsal: true``): the actors
+run on the CPU, there being no CUDA here, and say so. Ray has 3 CPUs: 2 GPU actors + 1 scorer.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from jobs.driver import run_grid  # noqa: E402
 from jobs.plan import plan_grid  # noqa: E402
 from jobs.ray_env import start_ray, stop_ray  # noqa: E402
 from jobs.writer import ResultWriter  # noqa: E402
-from streamgen.config import RayConfig, grid_config  # noqa: E402
+from streamgen.config import ClusterConfig, RayConfig, grid_config  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -30,9 +31,16 @@ SMALL = ["models=[tiny-llama]", "benchmarks=[mbpp,coedit]", "limit=3", "shard_si
 @pytest.fixture(scope="module", autouse=True)
 def ray_session(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     os.environ["HOME"] = str(tmp_path_factory.mktemp("home"))
-    session = start_ray(RayConfig(num_cpus=2, num_gpus=2, object_store_mb=128), default_num_cpus=2)
+    session = start_ray(RayConfig(num_cpus=3, num_gpus=2, object_store_mb=128), default_num_cpus=3)
     yield
     stop_ray(session)
+
+
+REHEARSAL = ClusterConfig(name="rehearsal", rehearsal=True)  # fake GPUs: actors run on CPU, recorded
+
+
+def _run(grid: Any, **kw: Any) -> Any:
+    return run_grid(grid, cluster=REHEARSAL, **kw)
 
 
 def rows(results: Path, table: str) -> list[dict[str, Any]]:
@@ -49,7 +57,7 @@ def test_killed_actor_every_shard_exactly_once(tmp_path: Path) -> None:
         if len(dispatches) == 3:
             ray.kill(actor, no_restart=True)
 
-    summary = run_grid(grid, progress=False, on_dispatch=kill_second_actor_mid_shard)
+    summary = _run(grid, progress=False, on_dispatch=kill_second_actor_mid_shard)
     plan = plan_grid(grid)
     expected = sorted((s.shard_id, e) for s in plan.shards for e in s.example_ids)
     pairs = rows(tmp_path, "pairs")
@@ -65,7 +73,7 @@ def test_killed_actor_every_shard_exactly_once(tmp_path: Path) -> None:
 
 def test_pairing_same_actor_order_recorded_and_balanced(tmp_path: Path) -> None:
     grid = grid_config("smoke", [*SMALL, "limit=4", "shard_size=2", "benchmarks=[mbpp]", f"results_dir={tmp_path}"])
-    summary = run_grid(grid, progress=False)
+    summary = _run(grid, progress=False)
     pairs = [r for r in rows(tmp_path, "pairs") if r["error_type"] is None and r["excluded_reason"] is None]
     assert len(pairs) == 4
     # both runs of an example are one actor call: one actor id per row, one per shard, a known actor
@@ -88,12 +96,12 @@ def test_pairing_same_actor_order_recorded_and_balanced(tmp_path: Path) -> None:
 
 def test_damaged_shard_file_is_recomputed_and_the_rest_reused(tmp_path: Path) -> None:
     grid = grid_config("smoke", [*SMALL, "benchmarks=[coedit]", "workers=1", f"results_dir={tmp_path}"])
-    first = run_grid(grid, progress=False)
+    first = _run(grid, progress=False)
     before = {(r["shard_id"], r["example_id"]): r for r in rows(tmp_path, "pairs")}
     files = sorted((tmp_path / "pairs").rglob("*.parquet"))
     damaged = files[0]
     damaged.write_bytes(damaged.read_bytes()[:100])  # truncated
-    second = run_grid(grid, progress=False)
+    second = _run(grid, progress=False)
     assert (second.shards_skipped, second.shards_done) == (first.shards_total - 1, 1)
     after = {(r["shard_id"], r["example_id"]): r for r in rows(tmp_path, "pairs")}
     assert after.keys() == before.keys()
@@ -121,7 +129,7 @@ def test_example_errors_are_rows_and_the_run_stops_past_max_error_fraction(
     grid = grid_config("smoke", [*SMALL, "models=[tiny-short]", "benchmarks=[mbpp]", "workers=1",
                                  "max_error_fraction=0.0", f"results_dir={results}"])
     with pytest.raises(GridAborted, match="max_error_fraction=0.0"):
-        run_grid(grid, progress=False)
+        _run(grid, progress=False)
     errors = [r for r in rows(results, "pairs") if r["error_type"] is not None]
     assert errors, "the failing example was written as a row"
     assert all(r["error_traceback"] and "Traceback" in r["error_traceback"] for r in errors)
@@ -137,7 +145,7 @@ def test_live_grid_by_word_records_the_timeline(tmp_path: Path) -> None:
     grid = grid_config("smoke", ["models=[tiny-llama]", "benchmarks=[coedit]", "limit=2", "max_new_tokens=4",
                                  "granularity=word", "typing.chars_per_s=[2000]", "typing.live_policy=every",
                                  f"results_dir={tmp_path}"])
-    summary = run_grid(grid, progress=False)
+    summary = _run(grid, progress=False)
     assert summary.shards_done == len(plan_grid(grid).shards) and not summary.shards_failed
     pairs, steps = rows(tmp_path, "pairs"), rows(tmp_path, "steps")
     assert {p["live_policy"] for p in pairs} == {"every"} and {p["live_chars_per_s"] for p in pairs} == {2000.0}
@@ -197,7 +205,7 @@ def test_a_sandbox_that_cannot_run_answers_fails_the_run_loudly(tmp_path: Path,
     grid = grid_config("smoke", [*SMALL, "benchmarks=[humaneval]", "limit=2", "workers=1", "max_error_fraction=1.0",
                                  f"results_dir={results}"])
     with pytest.raises(SandboxUnavailable, match="streamgen.benchmarks check humaneval") as caught:
-        run_grid(grid, progress=False)
+        _run(grid, progress=False)
     assert isinstance(caught.value, GridAborted)  # the workflows' handler reports it and exits 1
     assert "could not describe itself" in str(caught.value)  # the sandbox's own reason is carried
     assert not (results / "pairs").exists() or not list((results / "pairs").rglob("*.parquet"))
@@ -208,7 +216,7 @@ def test_rows_record_the_sandbox_backend_and_view(tmp_path: Path) -> None:
 
     grid = grid_config("smoke", [*SMALL, "benchmarks=[humaneval]", "limit=2", "workers=1",
                                  f"results_dir={tmp_path}"])
-    run_grid(grid, progress=False)
+    _run(grid, progress=False)
     pairs = rows(tmp_path, "pairs")
     ran = [r for r in pairs if r["sandbox_backend"] is not None]
     assert ran, "no answer of the grid reached the sandbox"  # humaneval completions always run

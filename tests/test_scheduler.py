@@ -246,6 +246,6 @@ def test_follow_is_only_for_the_decoded_unit_being_handled() -> None:
 
 
 def test_gpu_options() -> None:
-    assert actor_options(use_gpu=True) == {"num_gpus": 1, "num_cpus": 0, "max_restarts": 0,
+    assert actor_options(use_gpu=True) == {"num_gpus": 1, "num_cpus": 1, "max_restarts": 0,
                                            "scheduling_strategy": "SPREAD"}
     assert actor_options(use_gpu=False, cpus_per_actor=2)["num_cpus"] == 2

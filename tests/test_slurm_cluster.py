@@ -1,4 +1,4 @@
-"""Against the real single-node Slurm cluster of .ci/slurm.sh (slurmctld + slurmd + slurmdbd, 2 fake GPUs).
+"""Against the real two-node Slurm cluster of .ci/slurm.sh (slurmctld + slurmd + slurmdbd, 2 fake GPUs a node).
 
 Skipped when no controller answers. Each test submits real jobs; the grids are tiny because the
 jobs and pytest share 2 cores.
@@ -80,7 +80,7 @@ def _job_ids() -> set[str]:
 
 
 def test_job_gets_cpus_and_gpus_from_slurm(tmp_path: Path, job_env: dict[str, str]) -> None:
-    cluster = cluster_config("slurm", ["gpus_per_node=2", "cpus_per_task=2", f"log_dir={tmp_path / 'logs'}"])
+    cluster = cluster_config("slurm_test", ["gpus_per_node=2", "cpus_per_task=2", f"log_dir={tmp_path / 'logs'}"])
     job = executors.submit_grid(GridConfig(), cluster, task=_ray_resources)
     resources = executors.follow(job, poll_s=1.0)
     assert resources["CPU"] == 2.0 and resources["GPU"] == 2.0
@@ -97,17 +97,17 @@ def test_more_gpus_than_the_cluster_has_is_refused_before_anything_runs(
         tmp_path: Path, job_env: dict[str, str]) -> None:
     configs = tmp_path / "configs"
     shutil.copytree(REPO_ROOT / "configs", configs)
-    yaml = configs / "cluster" / "slurm.yaml"
+    yaml = configs / "cluster" / "slurm_test.yaml"
     yaml.write_text(yaml.read_text().replace("gpus_per_node: 0", "gpus_per_node: 3"))
     before = _job_ids()
-    proc = _workflow(["cluster=slurm", "grid=smoke", f"results_dir={tmp_path / 'r'}"], tmp_path,
+    proc = _workflow(["cluster=slurm_test", "grid=smoke", f"results_dir={tmp_path / 'r'}"], tmp_path,
                      {**job_env, "STREAMGEN_CONFIGS": str(configs)})
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "gpus_per_node=3 but the largest node in partition 'debug' has 2 GPU(s)" in proc.stderr
     assert "set gpus_per_node=2 or fewer" in proc.stderr and "nothing was submitted" in proc.stderr
     assert _job_ids() == before and not (tmp_path / "r").exists()
     with pytest.raises(ConfigError, match="gpus_per_node=3"):  # the library call refuses the same way
-        executors.submit_grid(grid_config("smoke"), cluster_config("slurm", ["gpus_per_node=3"]))
+        executors.submit_grid(grid_config("smoke"), cluster_config("slurm_test", ["gpus_per_node=3"]))
     for overrides, fix in ((["nodes=3"], "set nodes=2 or fewer"), (["gpus_per_node=3"], "set gpus_per_node=2")):
         with pytest.raises(ConfigError, match=fix):  # the multi-node example, asking for too much
             executors.submit_grid(grid_config("smoke"), cluster_config("slurm_2nodes", overrides))

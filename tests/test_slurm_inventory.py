@@ -22,7 +22,7 @@ cpu01|128|(null)|(null)|cpu
 
 
 def _cluster(**kw: object) -> ClusterConfig:
-    return dataclasses.replace(cluster_config("slurm"), **kw)
+    return dataclasses.replace(cluster_config("slurm_test"), **kw)
 
 
 def test_parse_gres_typed_untyped_and_socket_suffix() -> None:
@@ -87,7 +87,7 @@ def test_cluster_validation_lists_every_problem() -> None:
     problems = executors.validate_cluster(_cluster(executor="local", nodes=2, timeout_min=0))
     assert len(problems) == 2
     assert any("nodes=1" in p for p in problems) and any("timeout_min" in p for p in problems)
-    for name in ("slurm", "local", "debug"):
+    for name in ("slurm_test", "local", "debug"):
         assert executors.validate_cluster(cluster_config(name)) == []
 
 

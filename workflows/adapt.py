@@ -13,7 +13,7 @@ Debug (the model stages through submitit's in-process DebugExecutor; breakpoints
 
 Slurm (pairs + training + merge as one requeueable one-GPU job; evaluation is the grid's own Slurm job)::
 
-    python workflows/adapt.py adapt=smollm2-mbpp cluster=slurm
+    python workflows/adapt.py adapt=smollm2-mbpp cluster=slurm_a100
 
 Arguments: ``adapt=NAME`` (``configs/adapt/NAME.yaml``, default ``smollm2-mbpp``), ``stage=all | pairs |
 train | merge | eval`` (default all; repeat for several) and ``key=value`` overrides of the recipe

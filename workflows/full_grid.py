@@ -13,7 +13,8 @@ Debug (the same driver through submitit's in-process DebugExecutor; breakpoints 
 
 Slurm (one job; Ray starts inside the allocation; preemption requeues and resumes)::
 
-    python workflows/full_grid.py cluster=slurm grid=full
+    python workflows/full_grid.py cluster=slurm_a100 grid=full     # the study; or cluster=slurm_a6000
+    python workflows/full_grid.py cluster=slurm_test grid=smoke    # the test cluster of .ci/slurm.sh
 
 Arguments are ``grid=NAME`` (``configs/grid/NAME.yaml``, default ``local``) and ``key=value``
 overrides of its fields (``streamgen.config.GridConfig``). Rerunning the same command resumes: finished

@@ -11,7 +11,7 @@ Local (default; a couple of minutes on CPU)::
 Debug / Slurm (the same grid through submitit; in-process, or one Slurm job)::
 
     python workflows/nightly.py cluster=debug
-    python workflows/nightly.py cluster=slurm
+    python workflows/nightly.py cluster=slurm_test
 
 Compare a run directory that already exists (no run)::
 

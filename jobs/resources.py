@@ -1,0 +1,199 @@
+"""The allocation checked against the work, before anything is queued: GPUs, memory, CPUs, time.
+
+Run by ``jobs.plan.plan_grid`` when it is given the cluster and its Ray's shape
+(``jobs.executors.allocation``): by ``--dry-run``, at the start of every run the workflows start
+(``run_grid_on_cluster``) and on a job's head node again; and by ``jobs.executors.submit_grid``
+before Slurm books anything. Its
+problems join the plan's others in ONE :class:`~streamgen.config.ConfigError`, each naming its fix.
+With G GPUs per node, N nodes, W = ``workers``, S = ``score_workers`` and A model actors on a node
+(``min(W, G)`` with GPUs, else ``ceil(W / N)``), the rules (docs/cluster.md shows the arithmetic):
+
+- a model with ``source: hub`` (the study's 7–12 B checkpoints) needs G ≥ 1: one GPU per model actor;
+- ``W ≤ N × G`` when G ≥ 1 is declared (``gpus_per_node`` or ``ray.num_gpus``; one model actor per GPU:
+  the driver would otherwise cap W with a warning, as it still does on a local machine's GPUs found
+  but not declared);
+- with GPUs, Ray's CPUs per node ≥ A + S: every GPU actor reserves one CPU (:mod:`jobs.actors`) for its
+  batch-1 launch loop, and the S scorers' sandbox programs get CPUs of their own wherever they land;
+- on Slurm, ``mem_gb`` (GiB) ≥ object store + A × the grid's biggest model at its dtype (they load at
+  once) + headroom (``HEADROOM_BASE_GIB`` + ``HEADROOM_PER_ACTOR_GIB`` × A: Ray's daemons, the driver,
+  each actor's Python, torch and CUDA host context);
+- each work unit's estimated seconds ≤ ``UNIT_TIME_FRACTION`` × the smaller of the unit timeout
+  (``shard_timeout_s`` × shards per unit) and, on Slurm, the job's time limit: a unit killed at either
+  limit is decoded again from its start (or from its finished examples, once those resume);
+- ``rehearsal: true`` (fake GPUs; actors run on CPU, :func:`jobs.actors.pick_device`) only with G ≥ 1
+  and no hub model.
+
+What the work needs comes in as :class:`WorkFacts`: model bytes and unit seconds. :func:`known_facts`
+gives what is known without an estimate (tiny and scripted models are under ``SMALL_MODEL_BYTES``);
+an unknown value skips its part of a rule with a note, never silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from jobs.shards import acceptance_rules
+from streamgen.config import ClusterConfig, GridConfig, ModelConfig
+
+log = logging.getLogger(__name__)
+
+GIB = 2**30
+HEADROOM_BASE_GIB = 4.0  # per node: Ray's raylet, GCS and object manager, the driver (rank 0), the OS
+HEADROOM_PER_ACTOR_GIB = 2.0  # per model actor: Python, torch, the CUDA context's host side
+UNIT_TIME_FRACTION = 0.5  # a unit's estimate must stay within this share of its limits
+GPU_SOURCES = ("hub",)  # real checkpoints of the study's size; local folders are adapted small models
+SMALL_SOURCES = ("tiny", "scripted")
+SMALL_MODEL_BYTES = 16 * 2**20  # tiny and scripted models are smaller (tests/test_resources.py measures them)
+
+
+@dataclass(frozen=True)
+class WorkFacts:
+    """What the work needs, as far as it is known (None or absent: not known, that check is skipped).
+
+    ``model_bytes``: a model's weights at its dtype, in bytes; ``unit_seconds``: per (model, benchmark),
+    the estimated seconds of its longest work unit (``jobs.shared_work``: a shard of each acceptance
+    cell, ``shard_size`` examples).
+    """
+
+    model_bytes: Mapping[str, int | None] = field(default_factory=dict)
+    unit_seconds: Mapping[tuple[str, str], float | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ResourceCheck:
+    """Problems (each with its fix) and notes (checks skipped for want of a fact)."""
+
+    problems: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The allocation as the rules see it: nodes, GPUs and Ray CPUs per node, model actors per node."""
+
+    nodes: int
+    gpus_per_node: int  # what Ray has (a local run: what this machine has, unless ray.num_gpus says)
+    actors_per_node: int
+    ray_cpus_per_node: int
+    gpus_declared: int = -1  # per node, by the cluster file or ray.num_gpus (-1: = gpus_per_node); 0 none
+
+    @property
+    def declared(self) -> int:
+        return self.gpus_per_node if self.gpus_declared < 0 else self.gpus_declared
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.declared
+
+
+def known_facts(models: Mapping[str, ModelConfig]) -> WorkFacts:
+    """Facts known without an estimate: tiny and scripted models' bytes (at most ``SMALL_MODEL_BYTES``)."""
+    return WorkFacts({name: SMALL_MODEL_BYTES if cfg.source in SMALL_SOURCES else None
+                      for name, cfg in models.items()})
+
+
+def actors_per_node(grid: GridConfig, nodes: int, gpus_per_node: int) -> int:
+    """Model actors on one node: one per GPU up to ``workers``; without GPUs, workers spread over the nodes."""
+    return min(grid.workers, gpus_per_node) if gpus_per_node else math.ceil(grid.workers / max(1, nodes))
+
+
+def check(grid: GridConfig, cluster: ClusterConfig, models: Mapping[str, ModelConfig], s: Shape,
+          facts: WorkFacts | None = None) -> ResourceCheck:
+    """Every rule of the module docstring for ``grid`` on ``cluster``, whose Ray has shape ``s``
+    (``jobs.executors.allocation``: the one place that knows a local Ray from a job's)."""
+    facts = facts or known_facts(models)
+    where = f"cluster {cluster.name!r}"
+    problems = [*_gpu_problems(grid, cluster, models, s, where), *_cpu_problems(grid, cluster, s, where)]
+    notes: list[str] = []
+    if cluster.executor == "slurm":
+        _memory(grid, cluster, facts, s, where, problems, notes)
+    _unit_time(grid, cluster, facts, problems, notes)
+    return ResourceCheck(tuple(problems), tuple(notes))
+
+
+def _gpu_problems(grid: GridConfig, cluster: ClusterConfig, models: Mapping[str, ModelConfig], s: Shape,
+                  where: str) -> list[str]:
+    hub = sorted(n for n, cfg in models.items() if cfg.source in GPU_SOURCES)
+    p: list[str] = []
+    if hub and s.gpus_per_node < 1:
+        p.append(f"{where} gives no GPU, but {', '.join(hub)} load hub checkpoints: each model actor needs one "
+                 f"GPU; use a GPU cluster file (e.g. cluster=slurm_a100) or set gpus_per_node ≥ 1")
+    if s.declared >= 1 and grid.workers > s.gpus:  # GPUs found, not declared: the driver caps workers (a warning)
+        p.append(f"workers={grid.workers} but {where} has {s.nodes} node(s) × {s.declared} GPU(s) = {s.gpus}: "
+                 f"one model actor per GPU; set workers={s.gpus} or ask for more GPUs (nodes, gpus_per_node)")
+    if cluster.rehearsal and s.gpus_per_node < 1:
+        p.append(f"{where}: rehearsal: true rehearses GPU scheduling on fake GPUs but gpus_per_node="
+                 f"{cluster.gpus_per_node}: set gpus_per_node ≥ 1, or rehearsal: false")
+    if cluster.rehearsal and hub:
+        p.append(f"{where}: rehearsal: true runs every model on CPU, but {', '.join(hub)} load hub checkpoints: "
+                 "rehearse with tiny models (models=[tiny-llama,...]), or set rehearsal: false on real GPUs")
+    return p
+
+
+def _cpu_problems(grid: GridConfig, cluster: ClusterConfig, s: Shape, where: str) -> list[str]:
+    need = s.actors_per_node + grid.score_workers
+    if s.gpus_per_node < 1 or s.ray_cpus_per_node >= need:
+        return []
+    knob = "ray.num_cpus" if grid.ray.num_cpus is not None else "cpus_per_task"  # a local Ray has W + S
+    return [f"{where}: Ray has {s.ray_cpus_per_node} CPU(s) per node, but {s.actors_per_node} GPU actor(s) there "
+            f"reserve one each and the {grid.score_workers} scorer(s) need theirs: set {knob}={need} or more "
+            f"({s.actors_per_node} + {grid.score_workers}), or lower score_workers"]
+
+
+def _memory(grid: GridConfig, cluster: ClusterConfig, facts: WorkFacts, s: Shape, where: str,
+            problems: list[str], notes: list[str]) -> None:
+    known = {m: b for m in grid.models if (b := facts.model_bytes.get(m)) is not None}
+    if unknown := sorted(m for m in grid.models if m not in known):
+        notes.append(f"memory: the bytes of {', '.join(unknown)} are not known (the estimate fills them): "
+                     "node memory is checked without them")
+    biggest = max(known.values(), default=0) / GIB
+    store = grid.ray.object_store_mb / 1024
+    headroom = HEADROOM_BASE_GIB + HEADROOM_PER_ACTOR_GIB * s.actors_per_node
+    need = store + s.actors_per_node * biggest + headroom
+    models = (f"{s.actors_per_node} actor(s) × {biggest:.1f} GiB (the biggest model, loading at once)" if known
+              else "the models (bytes not known yet: not counted)")
+    if cluster.mem_gb < need:
+        problems.append(
+            f"{where}: mem_gb={cluster.mem_gb} but a node needs {need:.1f} GiB = object store {store:.1f} + "
+            f"{models} + headroom {headroom:.1f} ({HEADROOM_BASE_GIB:g} + {HEADROOM_PER_ACTOR_GIB:g} per actor × "
+            f"{s.actors_per_node}): set mem_gb={math.ceil(need)} or more, or lower workers / ray.object_store_mb")
+
+
+def shards_per_unit(grid: GridConfig) -> int:
+    """Shards one work unit decodes together (``jobs.shared_work``): every acceptance cell of an
+    example chunk when work is shared (live cells never share)."""
+    shared = grid.share_work and grid.typing.live_policy is None
+    return max(1, len(acceptance_rules(grid))) if shared else 1
+
+
+def _unit_time(grid: GridConfig, cluster: ClusterConfig, facts: WorkFacts, problems: list[str],
+               notes: list[str]) -> None:
+    unit_timeout = grid.shard_timeout_s * shards_per_unit(grid)
+    limits = {"unit timeout": unit_timeout}
+    if cluster.executor == "slurm":
+        limits["Slurm time limit"] = cluster.timeout_min * 60.0
+    name, limit = min(limits.items(), key=lambda kv: kv[1])
+    allowed = UNIT_TIME_FRACTION * limit
+    unknown = []
+    for model in grid.models:
+        for bench in grid.benchmarks:
+            seconds = facts.unit_seconds.get((model, bench))
+            if seconds is None:
+                unknown.append(f"{model} / {bench}")
+            elif seconds > allowed:
+                problems.append(_unit_line(grid, model, bench, seconds, allowed, name, limit))
+    if unknown:
+        notes.append(f"unit time: no estimate for {len(unknown)} (model, benchmark) pair(s) (the estimate fills "
+                     f"them): not checked against {UNIT_TIME_FRACTION:g} × the {name} ({limit:,.0f} s)")
+
+
+def _unit_line(grid: GridConfig, model: str, bench: str, seconds: float, allowed: float, name: str,
+               limit: float) -> str:
+    size = math.floor(grid.shard_size * allowed / seconds)
+    fix = (f"set shard_size={size} (now {grid.shard_size})" if size >= 1 else
+           f"even one example ({seconds / grid.shard_size:,.0f} s) is too long: raise shard_timeout_s and timeout_min")
+    return (f"work units of {model} / {bench}: estimated {seconds:,.0f} s, over {UNIT_TIME_FRACTION:g} × the "
+            f"{name} ({limit:,.0f} s) = {allowed:,.0f} s; a unit killed there starts again: {fix}")
