@@ -32,7 +32,7 @@ from jobs.plan import GridPlan, plan_grid
 from jobs.rows import ShardRows, score_unit
 from jobs.shared_work import group_shards
 from jobs.spool import SpoolKey, UnitSpool, spool_path
-from jobs.tasks import DecodedShard, ExampleTask, ShardTask
+from jobs.tasks import DecodedShard, ExampleTask, Placement, ShardTask
 from streamgen.config import grid_config
 from tests.forward_count import predicted_forwards_executed
 
@@ -145,7 +145,7 @@ def test_a_stale_or_foreign_spool_is_not_reused(plan: GridPlan, mismatch: str, t
     folder = _killed_spool(plan, model, tmp_path, monkeypatch)
     tasks = _tasks(plan, model, share=mismatch != "shards", code_version="other" if mismatch == "code_version" else "test")
     if mismatch == "device":
-        monkeypatch.setattr(actors, "_pick_device", lambda: ("cpu", "cuda:Other GPU", ()))
+        monkeypatch.setattr(actors, "pick_device", lambda cpu_fallback=False: ("cpu", "cuda:Other GPU", Placement()))
     with caplog.at_level(logging.WARNING, logger="jobs.spool"):
         decoded, result = _run(plan, model, tasks, folder, monkeypatch)
     assert result is not None and decoded == list(tasks[0].shard.example_ids), "every example decoded again"
