@@ -33,6 +33,7 @@ from streamgen.config import (
     ConfigError,
     GridConfig,
     ModelConfig,
+    cluster_config,
     grid_benchmark_config,
     model_config,
     raise_if_problems,
@@ -160,6 +161,16 @@ def _segmenter(grid: GridConfig) -> Segmenter | None:
 
 def plan_grid(grid: GridConfig) -> GridPlan:
     """Validate ``grid`` and everything it names; expand it into shards. Raises one ConfigError."""
+    plan, problems = plan_with_problems(grid)
+    raise_if_problems(problems, f"grid {grid.name!r} cannot run")
+    assert plan is not None
+    return plan
+
+
+def plan_with_problems(grid: GridConfig) -> tuple[GridPlan | None, list[str]]:
+    """The plan and every problem found. The plan is built whenever only the checkpoints' pre-flight
+    failed (checkpoints not cached, snapshots that conflict): ``--dry-run`` still shows the plan and its
+    estimate before it exits on them; any other problem leaves no plan (None)."""
     from streamgen.benchmarks.data_manifest import versioned
 
     problems = validate_grid(grid)
@@ -176,8 +187,8 @@ def plan_grid(grid: GridConfig) -> GridPlan:
         problems.extend(model_problems(models[name]))
     checked = preflight(models)  # hub / local checkpoints: cached, fit, ids; pinned to their snapshot commits
     models = checked.models
-    problems.extend(checked.problems)
-    problems.extend(snapshot_conflicts(recorded_snapshots(grid.results_dir), checked.snapshots, grid.results_dir))
+    late = checked.problems + snapshot_conflicts(recorded_snapshots(grid.results_dir), checked.snapshots,
+                                                 grid.results_dir)
     for name in grid.benchmarks:
         try:
             benches[name] = grid_benchmark_config(grid, name)
@@ -198,13 +209,38 @@ def plan_grid(grid: GridConfig) -> GridPlan:
                 problems.append(f"benchmark {name}: cannot load its examples from {data_dir} "
                                 f"({type(exc).__name__}: {exc})")
     problems.extend(cell_problems(grid, models, benches))
-    raise_if_problems(problems, f"grid {grid.name!r} cannot run")
+    if problems:
+        return None, problems + late
+    try:
+        plan = _expand(grid, data_dir, models, benches, examples, segments, checked.snapshots)
+    except ConfigError as exc:
+        return None, exc.problems + late
+    return plan, late
+
+
+def _expand(grid: GridConfig, data_dir: Path, models: dict[str, ModelConfig], benches: dict[str, BenchmarkConfig],
+            examples: dict[str, dict[str, Any]], segments: dict[tuple[str, str], tuple[str, ...]],
+            snapshots: Mapping[str, str | None]) -> GridPlan:
+    """Cells and shards of a validated grid (``shard_size: auto``: sized by the estimate)."""
     from streamgen.benchmarks import exclusion_reason
 
     excluded = {(b, e): exclusion_reason(examples[b][e], segs) for (b, e), segs in segments.items()}
     cells = expand_cells(grid, models, benches)
     ids = {name: list(exs) for name, exs in examples.items()}
-    shards = expand_shards(cells, ids, shard_size=grid.shard_size, seed=grid.seed)
+    size: int | dict[str, int] = grid.shard_size
+    if grid.shard_size == "auto":
+        size = _auto_sizes(grid, models, cells, examples, segments, excluded)
+    shards = expand_shards(cells, ids, shard_size=size, seed=grid.seed)
     log.info("grid %s: %d cells, %d shards, %d examples per cell at most",
              grid.name, len(cells), len(shards), max((len(v) for v in ids.values()), default=0))
-    return GridPlan(grid, data_dir, models, benches, examples, segments, excluded, tuple(shards), checked.snapshots)
+    return GridPlan(grid, data_dir, models, benches, examples, segments, excluded, tuple(shards), dict(snapshots))
+
+
+def _auto_sizes(grid: GridConfig, models: dict[str, ModelConfig], cells: list, examples: dict,
+                segments: dict, excluded: dict) -> dict[str, int]:
+    from jobs.estimate import grid_device, require_sizes
+    from jobs.unit_sizing import auto_shard_sizes
+
+    cluster = cluster_config(grid.cluster)
+    require_sizes(models)
+    return auto_shard_sizes(cells, examples, segments, excluded, cluster=cluster, device=grid_device(grid, cluster))

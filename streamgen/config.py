@@ -188,7 +188,9 @@ class GridConfig:
     # Per benchmark, the example ids to run instead of its first `limit` (in the data's order); benchmarks
     # not listed use `limit`. The embedded default picks examples whose answers end before its budget.
     examples: dict[str, list[str]] = field(default_factory=dict)
-    shard_size: int = 4  # examples per shard
+    # examples per shard, or `auto`: per (model, benchmark) from the estimated unit time, and each unit's
+    # timeout from its estimate instead of shard_timeout_s (jobs/unit_sizing.py, docs/estimate.md)
+    shard_size: Any = 4
     max_new_tokens: int | None = None  # None: the benchmark's own
     results_dir: str = "results/local"
     data_dir: str = ""  # empty: $STREAMGEN_DATA_DIR or the repository's data/
@@ -443,8 +445,9 @@ def validate_grid(grid: GridConfig) -> list[str]:
     p.extend(validate_tie_guards(grid))
     if grid.limit is not None and grid.limit < 1:
         p.append(f"limit={grid.limit} must be ≥ 1 (or null for all examples)")
-    if grid.shard_size < 1:
-        p.append(f"shard_size={grid.shard_size} must be ≥ 1")
+    if grid.shard_size != "auto" and (isinstance(grid.shard_size, bool) or not isinstance(grid.shard_size, int)
+                                      or grid.shard_size < 1):
+        p.append(f"shard_size={grid.shard_size!r} must be an integer ≥ 1 or auto (sized by the estimate)")
     if grid.workers < 1 or grid.score_workers < 1:
         p.append("workers and score_workers must be ≥ 1")
     if not 0.0 <= grid.max_error_fraction <= 1.0:

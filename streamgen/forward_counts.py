@@ -9,10 +9,12 @@ accepted run known they reproduce what the decoders do (docs/diffusion.md "What 
   every block still holding a masked position, or 1 confirming forward when the kept run fills the buffer.
 - **autoregressive**: exact given the answer length: 1 forward (prefill, or verify + its next token),
   then 1 per further token; a kept-whole draft that ended costs 1.
-- **refusion**: rounds depend on the model's confidences; the rule assumes ``slots_per_round`` slots
-  committed per round (plan + verify) after ``infill_iterations`` infill iterations (2 forwards each),
-  over the blocks up to the answer's end (it stops after the block holding EOS). A kept-whole draft: 1
-  verify + the confirming round (2).
+- **refusion**: rounds depend on the model's confidences; the rule takes the bound: one slot per round
+  (no slot passes τ_slot: the plan then takes the most confident one) and one token verified per infill
+  iteration, so a slot of k positions costs plan + verify + (k − 1) × (predict + verify) = 2k forwards:
+  2 per position, over the blocks up to the answer's end (it stops after the block holding EOS). Random tiny models decode
+  exactly so; a trained model commits several slots per round and tokens per iteration, so this
+  over-counts it (docs/estimate.md). A kept-whole draft: 1 verify + the confirming round (2).
 - **diffusion_gemma**: canvases up to the one holding EOS, each 1 encoder call + ``steps`` decoder calls
   (the stopping rule may end a canvas earlier: ``steps`` is the bound); a stream step: the verify pair
   (encoder + decoder), then the canvases from the first rejected one, or ``s_min`` confirming calls.
@@ -33,8 +35,6 @@ from streamgen.config import ModelConfig
 
 __all__ = ["FORWARD_RULES", "Decode", "Forwards", "decode_rule", "total_forwards"]
 
-REFUSION_SLOTS_PER_ROUND = 1  # assumption: one slot committed per round (the cheapest-to-state case)
-REFUSION_INFILL_ITERATIONS = 1  # assumption: one infill iteration (predict + verify) per round
 DG_DEFAULT_STEPS = 48  # transformers' DiffusionGemma default max_denoising_steps
 DG_HUB_CANVAS = 256  # google/diffusiongemma-26B-A4B-it's canvas_length
 
@@ -85,29 +85,28 @@ def bidirectional(geometry: Any, d: Decode) -> tuple[Forwards, ...]:
 
 
 def refusion(geometry: Any, slot_size: int, d: Decode) -> tuple[Forwards, ...]:
-    """ReFusion (``geometry``: ``refusion.SlotGeometry``) under the stated slots-per-round assumption."""
-    per_round = 2 + 2 * REFUSION_INFILL_ITERATIONS
+    """ReFusion (``geometry``: ``refusion.SlotGeometry``), the bound: a slot of k positions costs 2k forwards,
+    so a decode costs 2 × the positions it fills (to the end of the block holding the answer's end)."""
+    end = min(math.ceil(max(d.answer, 1) / geometry.block_length) * geometry.block_length, geometry.gen_length)
     if d.draft and d.accepted >= d.answer:
-        return (Forwards(1, d.prompt + d.draft), Forwards(2, slot_size))
+        return (Forwards(1, d.prompt + d.draft), Forwards(2, slot_size))  # verify + the confirming round
     if d.draft:
-        slots = math.ceil(max(d.answer - d.accepted, 1) / slot_size)
-        return (Forwards(1, d.prompt + d.draft), Forwards(math.ceil(slots / REFUSION_SLOTS_PER_ROUND) * per_round, slot_size))
-    blocks = math.ceil(max(min(d.answer, geometry.gen_length), 1) / geometry.block_length)
-    rounds = blocks * math.ceil(geometry.block_length / slot_size / REFUSION_SLOTS_PER_ROUND)
-    return (Forwards(1, d.prompt + geometry.block_length), Forwards(rounds * per_round - 1, slot_size))
+        return (Forwards(1, d.prompt + d.draft), Forwards(2 * max(end - d.accepted, 1), slot_size))
+    return (Forwards(1, d.prompt + geometry.block_length), Forwards(2 * end - 1, slot_size))  # 1st plan: prefill
 
 
 def diffusion_gemma(canvas: int, steps: int, s_min: int, d: Decode) -> tuple[Forwards, ...]:
-    """DiffusionGemma: canvases up to the answer's end, 1 encoder + ``steps`` decoder calls each."""
+    """DiffusionGemma: canvases up to the answer's end, ``steps`` decoder calls each and an encoder call
+    before each (the request before the first, the finished canvas before the others)."""
     canvases = math.ceil(max(d.answer, 1) / canvas)
     if not d.draft:
         return (Forwards(1, d.prompt), Forwards(canvases - 1, canvas), Forwards(canvases * steps, canvas))
     blocks = math.ceil(d.draft / canvas)
-    verify = (Forwards(1, d.prompt + d.draft), Forwards(1, blocks * canvas))
+    verify = (Forwards(1, d.prompt + d.draft), Forwards(1, blocks * canvas))  # encoder + decoder halves
     if d.accepted >= d.draft:
-        return (*verify, Forwards(s_min, canvas))
-    left = canvases - d.accepted // canvas
-    return (*verify, Forwards(max(left - 1, 0), canvas), Forwards(left * steps, canvas))
+        return (*verify, Forwards(s_min, canvas))  # the confirming canvas
+    left = canvases - d.accepted // canvas  # from the canvas of the first rejected position
+    return (*verify, Forwards(left - 1, canvas), Forwards(left * steps, canvas))
 
 
 def _bidirectional_rule(cfg: ModelConfig, benchmark: str, budget: int) -> Rule:
@@ -125,13 +124,20 @@ def _refusion_rule(cfg: ModelConfig, benchmark: str, budget: int) -> Rule:
     return lambda d: refusion(geo, s.slot_size, d)
 
 
-def _diffusion_gemma_rule(cfg: ModelConfig, benchmark: str, budget: int) -> Rule:
+def dg_shape(cfg: ModelConfig) -> tuple[int, int, int]:
+    """DiffusionGemma's (canvas length, max denoising steps, s_min) for ``cfg`` (docs/diffusion.md)."""
     from streamgen.decoding.diffusion_gemma import TINY_CANVAS, dg_settings_from
+    from streamgen.scripted import SCRIPTED_CANVAS
 
     s = dg_settings_from(dict(cfg.decoding))
     steps = int(s.max_denoising_steps or DG_DEFAULT_STEPS)
     s_min = min(int(s.stability_threshold if s.stability_threshold is not None else 1) + 1, steps)
-    canvas = TINY_CANVAS if cfg.source in ("tiny", "scripted") else DG_HUB_CANVAS
+    canvas = {"tiny": TINY_CANVAS, "scripted": SCRIPTED_CANVAS}.get(cfg.source, DG_HUB_CANVAS)
+    return canvas, steps, s_min
+
+
+def _diffusion_gemma_rule(cfg: ModelConfig, benchmark: str, budget: int) -> Rule:
+    canvas, steps, s_min = dg_shape(cfg)  # every canvas assumed to run all its steps: the bound
     return lambda d: diffusion_gemma(canvas, steps, s_min, d)
 
 
