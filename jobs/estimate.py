@@ -185,12 +185,14 @@ def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
                   answer_lengths: Mapping[tuple[str, str], float] | None = None) -> Estimate:
     """The plan's estimate per (model, benchmark) and in total on ``workers`` actors of ``device``."""
     units = _units(plan, device, answer_lengths or {})
-    acc: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0, 0.0, 0.0])
-    for seconds, forwards, unit, n in units.values():
-        first = unit[0]
-        a = acc[(first.model_name, first.cell.benchmark.name)]
-        a[0], a[1], a[2], a[3], a[4] = a[0] + n, a[1] + 1, a[2] + forwards, a[3] + seconds, max(a[4], seconds)
-    lines = tuple(Line(m, b, int(a[0]), int(a[1]), int(a[2]), a[3] / 3600, a[4]) for (m, b), a in acc.items())
+    acc: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
+    ids: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for seconds, forwards, unit, _ in units.values():
+        key = (unit[0].model_name, unit[0].cell.benchmark.name)
+        ids[key].update(unit[0].example_ids)
+        a = acc[key]
+        a[0], a[1], a[2], a[3] = a[0] + 1, a[1] + forwards, a[2] + seconds, max(a[3], seconds)
+    lines = tuple(Line(m, b, len(ids[(m, b)]), int(a[0]), int(a[1]), a[2] / 3600, a[3]) for (m, b), a in acc.items())
     unknown = tuple(sorted(name for name, cfg in plan.models.items() if model_size(cfg) is None))
     return Estimate(device, lines, {k: v[0] for k, v in units.items()}, workers, unknown)
 

@@ -121,14 +121,14 @@ def model_problems(cfg: ModelConfig) -> list[str]:
 
 
 def _load_examples(cfg: BenchmarkConfig, data_dir: Path, limit: int | None,
-                   segmenter: Segmenter | None = None, ids: Sequence[str] = ()) -> tuple[dict, dict]:
-    """The benchmark's examples by id (:func:`pick_examples`) and their segments; raises ConfigError
-    naming what would stop it from loading or scoring (e.g. a missing DS-1000 interpreter, an example
-    id its data does not have)."""
+                   segmenter: Segmenter | None = None, ids: Sequence[str] = ()) -> tuple[dict, dict, list[str]]:
+    """The benchmark's examples by id (:func:`pick_examples`), their segments, and what would stop it
+    from scoring (e.g. a missing DS-1000 interpreter: the examples still load, the dry run still
+    estimates); raises ConfigError naming what stops them loading (e.g. an id its data does not have)."""
     from streamgen.benchmarks import load_benchmark
 
     bench = load_benchmark(cfg)
-    raise_if_problems(bench.problems(), f"benchmark {cfg.name} cannot score")
+    cannot_score = list(bench.problems())
     examples = pick_examples(cfg.name, bench.examples(data_dir, None), limit, ids, data_dir) if ids \
         else bench.examples(data_dir, limit)
     by_id = {ex.example_id: ex for ex in examples}
@@ -137,7 +137,7 @@ def _load_examples(cfg: BenchmarkConfig, data_dir: Path, limit: int | None,
     segments = {(cfg.name, ex.example_id): tuple(bench.segments(ex)) for ex in examples}
     if segmenter is not None:  # another granularity: re-cut the benchmark's (lossless) segments
         segments = {key: tuple(segmenter("".join(segs))) for key, segs in segments.items()}
-    return by_id, segments
+    return by_id, segments, cannot_score
 
 
 def pick_examples(name: str, examples: list[Any], limit: int | None, ids: Sequence[str], data_dir: Path) -> list[Any]:
@@ -168,9 +168,10 @@ def plan_grid(grid: GridConfig) -> GridPlan:
 
 
 def plan_with_problems(grid: GridConfig) -> tuple[GridPlan | None, list[str]]:
-    """The plan and every problem found. The plan is built whenever only the checkpoints' pre-flight
-    failed (checkpoints not cached, snapshots that conflict): ``--dry-run`` still shows the plan and its
-    estimate before it exits on them; any other problem leaves no plan (None)."""
+    """The plan and every problem found. The plan is built whenever only the environment fails — the
+    checkpoints' pre-flight (not cached, snapshots that conflict) or a benchmark's scorer (the DS-1000
+    interpreter): ``--dry-run`` still shows the plan and its estimate before it exits on them; any other
+    problem leaves no plan (None)."""
     from streamgen.benchmarks.data_manifest import versioned
 
     problems = validate_grid(grid)
@@ -199,8 +200,9 @@ def plan_with_problems(grid: GridConfig) -> tuple[GridPlan | None, list[str]]:
     if data_dir.is_dir():
         for name, cfg in benches.items():
             try:
-                examples[name], segs = _load_examples(cfg, data_dir, grid.limit, _segmenter(grid),
-                                                      grid.examples.get(name, ()))
+                examples[name], segs, cannot_score = _load_examples(cfg, data_dir, grid.limit, _segmenter(grid),
+                                                                    grid.examples.get(name, ()))
+                late.extend(p for p in cannot_score if p not in late)
                 segments.update(segs)
                 benches[name] = versioned(cfg, data_dir)  # the data files' sha256 enter cells and rows
             except ConfigError as exc:
