@@ -51,8 +51,14 @@ def size_from_config(raw: dict[str, Any]) -> ModelSize:
     mlp = int(_get(c, "intermediate_size", "mlp_hidden_size"))
     vocab = int(_get(c, "vocab_size", "embedding_size"))
     tied = bool(_get(raw, "tie_word_embeddings", "weight_tying", default=_get(c, "tie_word_embeddings", default=True)))
+    kind = str(c.get("model_type", raw.get("model_type", "")))
     attention = hidden * heads * head_dim * 2 + hidden * kv * head_dim * 2
-    per_layer = attention + 3 * hidden * mlp + 2 * hidden
+    if kind == "qwen2" or c.get("attention_bias"):  # q, k, v projections with biases
+        attention += (heads + 2 * kv) * head_dim
+    if kind.startswith(("qwen3", "gemma3")):  # per-head q / k norms
+        attention += 2 * head_dim
+    norms = 4 if kind.startswith("gemma3") else 2  # Gemma 3: pre and post norms around attention and MLP
+    per_layer = attention + 3 * hidden * mlp + norms * hidden
     total = layers * per_layer + vocab * hidden * (1 if tied else 2) + hidden
     return ModelSize(total, layers, "config.json")
 
