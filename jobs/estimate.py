@@ -51,12 +51,18 @@ from streamgen.parameters import model_parameters  # noqa: E402  (re-exported: t
 class PlanLike(Protocol):
     """What the estimate reads of a ``jobs.plan.GridPlan`` (a Protocol: this module cannot import it)."""
 
-    grid: GridConfig
-    models: Mapping[str, ModelConfig]
-    examples: Mapping[str, Mapping[str, Any]]
-    segments: Mapping[tuple[str, str], tuple[str, ...]]
-    excluded: Mapping[tuple[str, str], str | None]
-    shards: tuple[Shard, ...]
+    @property
+    def grid(self) -> GridConfig: ...
+    @property
+    def models(self) -> Mapping[str, ModelConfig]: ...
+    @property
+    def examples(self) -> Mapping[str, Mapping[str, Any]]: ...
+    @property
+    def segments(self) -> Mapping[tuple[str, str], tuple[str, ...]]: ...
+    @property
+    def excluded(self) -> Mapping[tuple[str, str], str | None]: ...
+    @property
+    def shards(self) -> tuple[Shard, ...]: ...
 
 
 @dataclass(frozen=True)

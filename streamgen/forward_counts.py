@@ -27,7 +27,7 @@ When the stream refill changes, change the family's function here; nothing else 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +62,7 @@ class Decode:
 Rule = Callable[[Decode], tuple[Forwards, ...]]
 
 
-def total_forwards(work: tuple[Forwards, ...]) -> int:
+def total_forwards(work: Sequence[Forwards]) -> int:
     return sum(f.count for f in work)
 
 
@@ -109,19 +109,28 @@ def diffusion_gemma(canvas: int, steps: int, s_min: int, d: Decode) -> tuple[For
     return (*verify, Forwards(left - 1, canvas), Forwards(left * steps, canvas))
 
 
-def _bidirectional_rule(cfg: ModelConfig, benchmark: str, budget: int) -> Rule:
+def _bidir_geometry(cfg: ModelConfig, benchmark: str, budget: int) -> Any:
     from streamgen.decoding.bidir_sampler import bidir_settings_from, geometry, with_benchmark
 
-    geo = geometry(with_benchmark(bidir_settings_from(dict(cfg.decoding)), benchmark), budget)
+    return geometry(with_benchmark(bidir_settings_from(dict(cfg.decoding)), benchmark), budget)
+
+
+def _refusion_shape(cfg: ModelConfig, benchmark: str, budget: int) -> tuple[Any, int]:
+    """ReFusion's (slot geometry, slot size) for ``benchmark`` at ``budget``."""
+    from streamgen.decoding.refusion import settings_from, slot_geometry, with_benchmark
+
+    s = with_benchmark(settings_from(dict(cfg.decoding)), benchmark)
+    return slot_geometry(s, budget), s.slot_size
+
+
+def _bidirectional_rule(cfg: ModelConfig, benchmark: str, budget: int) -> Rule:
+    geo = _bidir_geometry(cfg, benchmark, budget)
     return lambda d: bidirectional(geo, d)
 
 
 def _refusion_rule(cfg: ModelConfig, benchmark: str, budget: int) -> Rule:
-    from streamgen.decoding.refusion import settings_from, slot_geometry, with_benchmark
-
-    s = with_benchmark(settings_from(dict(cfg.decoding)), benchmark)
-    geo = slot_geometry(s, budget)
-    return lambda d: refusion(geo, s.slot_size, d)
+    geo, slot = _refusion_shape(cfg, benchmark, budget)
+    return lambda d: refusion(geo, slot, d)
 
 
 def dg_shape(cfg: ModelConfig) -> tuple[int, int, int]:
@@ -158,11 +167,7 @@ def decode_rule(cfg: ModelConfig, benchmark: str, budget: int) -> Rule:
 def answer_positions(cfg: ModelConfig, benchmark: str, budget: int) -> int:
     """The most answer tokens a decode of ``cfg`` can produce (its buffer, or the budget)."""
     if cfg.family == "bidirectional":
-        from streamgen.decoding.bidir_sampler import bidir_settings_from, geometry, with_benchmark
-
-        return geometry(with_benchmark(bidir_settings_from(dict(cfg.decoding)), benchmark), budget).gen_length
+        return int(_bidir_geometry(cfg, benchmark, budget).gen_length)
     if cfg.family == "refusion":
-        from streamgen.decoding.refusion import settings_from, slot_geometry, with_benchmark
-
-        return slot_geometry(with_benchmark(settings_from(dict(cfg.decoding)), benchmark), budget).gen_length
+        return int(_refusion_shape(cfg, benchmark, budget)[0].gen_length)
     return budget

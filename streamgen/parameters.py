@@ -40,9 +40,14 @@ def _get(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:
     return next((cfg[n] for n in names if cfg.get(n) is not None), default)
 
 
-def size_from_config(raw: dict[str, Any]) -> ModelSize:
-    """Parameters of a decoder-only transformer from its ``config.json`` (a nested ``text_config`` is used)."""
+def size_from_config(raw: dict[str, Any]) -> ModelSize | None:
+    """Parameters of a decoder-only transformer from its ``config.json`` (a nested ``text_config`` is used);
+    None when it lacks a shape field this count needs."""
     c = raw.get("text_config") or raw
+    needed = (("hidden_size", "d_model"), ("num_hidden_layers", "n_layers"), ("num_attention_heads", "n_heads"),
+              ("intermediate_size", "mlp_hidden_size"), ("vocab_size", "embedding_size"))
+    if any(_get(c, *names) is None for names in needed):
+        return None
     hidden = int(_get(c, "hidden_size", "d_model"))
     layers = int(_get(c, "num_hidden_layers", "n_layers"))
     heads = int(_get(c, "num_attention_heads", "n_heads"))
@@ -111,8 +116,9 @@ def _built_size(key: str) -> ModelSize:
 
 def model_size(cfg: ModelConfig) -> ModelSize | None:
     """``cfg``'s size, or None when neither its config.json is cached nor its YAML states ``parameters``."""
-    if (path := _config_json(cfg)) is not None:
-        return size_from_config(json.loads(path.read_text()))
+    path = _config_json(cfg)
+    if path is not None and (size := size_from_config(json.loads(path.read_text()))) is not None:
+        return size
     if cfg.parameters is not None:
         return ModelSize(int(cfg.parameters), int(cfg.layers or 32), f"configs/models/{cfg.name}.yaml")
     if cfg.source in ("smollm2", "gemma3_270m", "gguf"):

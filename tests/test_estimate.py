@@ -83,7 +83,9 @@ def test_llada_8b_from_its_public_config() -> None:
     cfg = {"d_model": 4096, "n_layers": 32, "n_heads": 32, "n_kv_heads": 32, "mlp_hidden_size": 12288,
            "vocab_size": 126464, "weight_tying": False}
     layer = 4 * 4096 * 4096 + 3 * 4096 * 12288 + 2 * 4096
-    assert size_from_config(cfg).parameters == 32 * layer + 2 * 126464 * 4096 + 4096  # ≈ 8.02e9
+    size = size_from_config(cfg)
+    assert size is not None and size.parameters == 32 * layer + 2 * 126464 * 4096 + 4096  # ≈ 8.02e9
+    assert size_from_config({"hidden_size": 8}) is None  # a partial config: the YAML's figure is used
 
 
 def test_study_models_without_a_cached_config_use_their_yaml_and_ids_do_not_move() -> None:
@@ -218,3 +220,19 @@ def test_shard_size_accepts_integers_and_auto_only() -> None:
     for value, ok in (("auto", True), ("3", True), ("0", False), ("x", False), ("2.5", False)):
         problems = [p for p in validate_grid(grid_config("smoke", [f"shard_size={value}"])) if "shard_size" in p]
         assert (problems == []) is ok, value
+
+
+def test_full_grid_dry_run_prints_the_estimate_before_the_preflight_refusal(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No study checkpoint is cached here: the plan and the estimate (from the YAMLs' parameter counts)
+    still print, then the run is refused (rc 2) with one line per missing checkpoint."""
+    from workflows import full_grid
+
+    code = full_grid.main(["grid=full", "benchmarks=[coedit]", "limit=4", f"results_dir={tmp_path}", "--dry-run"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in err
+    assert "dry run of grid 'full'" in out and "estimate:" in out and "GPU-hours" in out
+    table = [x for x in out.splitlines() if x.split()[:1] and x.split()[0] in
+             ("gemma-3-12b-it", "llama-3.1-8b-instruct", "qwen3-8b", "refusion-8b", "llada-8b", "dream-7b")]
+    assert len(table) == 6 and all(x.split()[1] == "coedit" for x in table)
+    assert sum(" is not in the Hugging Face cache" in x for x in err.splitlines()) == 6
