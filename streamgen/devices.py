@@ -17,8 +17,9 @@ bf16 dense (309.7 sparse), 768 GB/s, 48 GB (NVIDIA RTX A6000 datasheet); H100 SX
 2-core machine measured on one thread by ``bench/bench_machine.py`` (a JSON it writes replaces the row).
 Efficiencies are assumptions, stated here and printed with every estimate: 50 % of peak compute and 70 %
 of peak bandwidth on the GPUs (large bf16 prefills reach 40–70 %, batch-1 decode 60–80 % of bandwidth);
-0.1 ms per layer per forward (≈ 10 eager kernels of ~10 µs each); on the CPU, 100 % of the measured
-(already achieved) rates and the measured per-layer cost.
+0.1 ms per layer per forward (≈ 10 eager kernels of ~10 µs each). On the CPU all of them are measured:
+a model-shaped matmul's median rate over the peak (42 %), the median copy over the best (93 %), the
+median per-layer cost of a tiny forward (1.16 ms), on the machine as it runs (load average ~6 on 2 cores).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ DEVICES: dict[str, Device] = {
     "h200": Device("h200", 989e12, 494e12, 4.8e12, 141, **_GPU_EFF,
                    source="NVIDIA H200 datasheet (SXM): BF16 989 TFLOPS dense (1,979 sparse), HBM3e 4.8 TB/s, 141 GB"),
     # this project's 2-core machine, one thread (a model actor's): bench/bench_machine.py, 2026-12-04
-    "cpu": Device("cpu", 1.38e9, 91.5e9, 15.3e9, 16, 1.0, 1.0, 1.04e-3,
+    "cpu": Device("cpu", 1.25e9, 91.9e9, 16.8e9, 16, 0.42, 0.93, 1.16e-3,
                   source="bench/bench_machine.py on this project's 2-core machine, 1 thread"),
 }
 """Keys are the values a cluster config's ``device:`` accepts (``streamgen.config.DEVICE_NAMES``)."""
