@@ -40,6 +40,7 @@ from jobs.scheduler import Decoded, Finished, Scheduler, WorkUnit
 from jobs.shards import Shard
 from jobs.shared_work import group_shards
 from jobs.tasks import DecodedShard, Placement, ShardTask
+from jobs.unit_sizing import unit_timeouts
 from jobs.writer import ResultWriter
 from streamgen.config import ClusterConfig, GridConfig, cluster_config
 from streamgen.records import SCHEMA_VERSION, RunRecord
@@ -247,9 +248,10 @@ class GridRun:
         """The shards to run as work units (``jobs.shared_work``); a unit's payload is its shards' tasks,
         each built here once."""
         out = []
+        timeouts = unit_timeouts(self.plan) if self.plan.grid.shard_size == "auto" else {}
         for shards in group_shards(self.todo, share=self.plan.grid.share_work):
             tasks = tuple(self.plan.task(s, self.summary.run_id, code_version()) for s in shards)
-            out.append(WorkUnit(shards[0].shard_id, shards[0].model_name, tasks))
+            out.append(WorkUnit(shards[0].shard_id, shards[0].model_name, tasks, timeout_s=timeouts.get(shards[0].shard_id)))
         return out
 
     def account(self, decoded: tuple[DecodedShard, ...]) -> None:

@@ -1,22 +1,24 @@
 """The plan of a grid without running it (``--dry-run``): validate, count, estimate; start nothing.
 
-``plan_dry_run(grid)`` validates the grid exactly as a run does (``jobs.plan.plan_grid``: configs,
-weights where they say, benchmark data and scorers, the allocation against the work) plus the
-cluster config (without contacting Slurm), then counts per cell the examples (and how many are excluded up front), the shards and the
-shards already complete in ``results_dir``. When the results directory already holds rows of a
-model, a small cost model fitted on them estimates forwards and decode time:
+``dry_run_report(grid)`` validates the grid exactly as a run does (``jobs.plan.plan_with_problems``:
+configs, weights where they say, benchmark data and scorers, the checkpoints' pre-flight) plus the
+cluster config (without contacting Slurm), then prints per cell the examples (and how many are
+excluded up front), the shards and the shards already complete in ``results_dir``, and the GPU-hour
+estimate from first principles (``jobs.estimate``): GPU-hours per (model, benchmark), in total, and the
+wall time on the allocation, with its assumptions. The allocation is then checked against the work
+with the estimate's facts (``jobs.resources``: model bytes, each unit's seconds). When only the
+environment failed (checkpoints not cached, the allocation too small), the plan and the estimate are
+still printed; the problems come back for the caller to raise.
 
-    forwards of one example ≈ k[model] × (n_segments + 1) × max_new_tokens
-    seconds ≈ forwards × seconds_per_forward[model]
-
-(``k`` = Σ all forwards / Σ (n_segments + 1) × budget over that model's included rows; base + stream
-runs both scale with the budget, the stream run once per segment). Rows without ``cell_settings``
-(written before it existed) carry no budget and are not used. No Ray, no model load.
+Earlier rows add one thing: where ``results_dir`` holds included rows of a (model, benchmark), their
+mean base answer length replaces the assumed one (the answer length of autoregressive, ReFusion and
+DiffusionGemma decodes is the model's to choose). No Ray, no model load (tiny models are built to be
+counted).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
@@ -24,52 +26,38 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from jobs.plan import GridPlan, plan_grid
+from jobs import resources
+from jobs.estimate import (
+    ANSWER_FRACTION,
+    CHARS_PER_TOKEN,
+    TEMPLATE_TOKENS,
+    Estimate,
+    estimate_plan,
+    grid_device,
+    workers_on,
+)
+from jobs.plan import GridPlan, plan_with_problems
+from jobs.resources import WorkFacts, known_facts
+from jobs.unit_sizing import UNIT_FRACTION, target_unit_s
 from jobs.writer import ResultWriter
-from streamgen.config import GridConfig, cluster_config, raise_if_problems
+from streamgen.config import ClusterConfig, ConfigError, GridConfig, cluster_config, raise_if_problems
+from streamgen.parameters import model_parameters
 from streamgen.result_files import readable_files
 
 log = logging.getLogger(__name__)
 
-_COLUMNS = ("model", "n_segments", "base_forwards", "speculative_forwards", "residual_forwards",
-            "base_wall_s", "speculative_wall_s", "residual_wall_s", "cell_settings", "excluded_reason",
-            "error_type")
+_COLUMNS = ("model", "benchmark", "n_segments", "base_answer_tokens", "cell_settings", "excluded_reason", "error_type")
 
 
-@dataclass(frozen=True)
-class CostModel:
-    """Per model: forwards per (segments + 1) × budget token, and seconds per forward."""
-
-    forwards_per_unit: dict[str, float]
-    seconds_per_forward: dict[str, float]
-    n_rows: int
-    source: Path
-
-    @classmethod
-    def fit(cls, results_dir: Path) -> CostModel:
-        """Fit on every included pairs row with settings under ``results_dir`` (any depth)."""
-        units: defaultdict[str, float] = defaultdict(float)
-        forwards: defaultdict[str, float] = defaultdict(float)
-        seconds: defaultdict[str, float] = defaultdict(float)
-        n = 0
-        for row in _rows(results_dir):
-            budget = json.loads(row["cell_settings"]).get("max_new_tokens")
-            if not budget or row["excluded_reason"] or row["error_type"] or row["base_forwards"] is None:
-                continue
-            fwd = row["base_forwards"] + row["speculative_forwards"] + row["residual_forwards"]
-            units[row["model"]] += (row["n_segments"] + 1) * budget
-            forwards[row["model"]] += fwd
-            seconds[row["model"]] += row["base_wall_s"] + row["speculative_wall_s"] + row["residual_wall_s"]
-            n += 1
-        return cls({m: forwards[m] / units[m] for m in units if units[m]},
-                   {m: seconds[m] / forwards[m] for m in forwards if forwards[m]}, n, results_dir)
-
-    def estimate(self, model: str, n_segments: int, max_new_tokens: int) -> tuple[float, float] | None:
-        """(forwards, seconds) of one example, or None when no row of ``model`` was seen."""
-        if model not in self.forwards_per_unit:
-            return None
-        fwd = self.forwards_per_unit[model] * (n_segments + 1) * max_new_tokens
-        return fwd, fwd * self.seconds_per_forward.get(model, 0.0)
+def answer_lengths(results_dir: Path) -> dict[tuple[str, str], float]:
+    """Mean base answer tokens per (model, benchmark) over the included rows under ``results_dir``."""
+    sums: defaultdict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for row in _rows(results_dir):
+        if row.get("excluded_reason") or row.get("error_type") or row.get("base_answer_tokens") is None:
+            continue
+        acc = sums[(row["model"], row["benchmark"])]
+        acc[0], acc[1] = acc[0] + row["base_answer_tokens"], acc[1] + 1
+    return {k: v[0] / v[1] for k, v in sums.items() if v[1]}
 
 
 def _rows(results_dir: Path) -> list[dict]:
@@ -90,74 +78,134 @@ class CellLine:
     excluded: int
     shards: int
     shards_done: int
-    forwards: float | None  # estimated, for the shards still to run
-    seconds: float | None
 
 
-def _cell_lines(plan: GridPlan, results_dir: Path, cost: CostModel) -> list[CellLine]:
+def _cell_lines(plan: GridPlan, results_dir: Path) -> list[CellLine]:
     writer = ResultWriter(results_dir)
     by_cell: dict[str, list] = defaultdict(list)
     for shard in plan.shards:
         by_cell[shard.cell.cell_id].append(shard)
     lines = []
     for shards in by_cell.values():
-        cell, bench = shards[0].cell, shards[0].cell.benchmark.name
-        done = [writer.is_complete(s) for s in shards]
-        todo = [e for s, d in zip(shards, done, strict=True) if not d for e in s.example_ids]
-        ests = [cost.estimate(cell.model.name, len(plan.segments[(bench, e)]), cell.max_new_tokens)
-                for e in todo if not plan.excluded[(bench, e)]]
-        known = all(x is not None for x in ests)
+        bench = shards[0].cell.benchmark.name
         lines.append(CellLine(
-            cell.label, sum(len(s) for s in shards),
+            shards[0].cell.label, sum(len(s) for s in shards),
             sum(plan.excluded[(bench, e)] is not None for s in shards for e in s.example_ids),
-            len(shards), sum(done),
-            sum(x[0] for x in ests if x) if known else None, sum(x[1] for x in ests if x) if known else None))
+            len(shards), sum(writer.is_complete(s) for s in shards)))
     return lines
 
 
-def plan_dry_run(grid: GridConfig, *, results_dir: str | Path | None = None,
-                 fit_on: str | Path | None = None) -> str:
-    """Validate ``grid`` and its cluster, and return the plan as text. Starts nothing, writes nothing.
+def dry_run_report(grid: GridConfig, *, results_dir: str | Path | None = None,
+                   fit_on: str | Path | None = None) -> tuple[str, list[str]]:
+    """The plan and its estimate as text, and the problems that would stop a run (the pre-flight's).
+    Raises ConfigError when the grid cannot even be planned. Starts nothing, writes nothing.
 
     ``results_dir``: where complete shards are looked for (default ``grid.results_dir``); ``fit_on``:
-    where the cost model's rows are read (default the same directory).
+    where earlier rows' answer lengths are read (default the same directory).
     """
     from jobs.executors import allocation, validate_cluster
 
     cluster = cluster_config(grid.cluster)
     raise_if_problems(validate_cluster(cluster), f"cluster {grid.cluster!r}")
-    plan = plan_grid(grid, cluster, allocation(grid, cluster))  # the allocation against the work (jobs/resources.py)
+    plan, problems = plan_with_problems(grid)
+    if plan is None:
+        raise ConfigError(problems, f"grid {grid.name!r} cannot run")
     out_dir = Path(results_dir or grid.results_dir)
-    cost = CostModel.fit(Path(fit_on or out_dir))
-    return render(grid, plan, _cell_lines(plan, out_dir, cost), cost, out_dir)
+    answers = answer_lengths(Path(fit_on or out_dir))
+    est = estimate_plan(plan, grid_device(grid, cluster), workers=workers_on(grid, cluster), answer_lengths=answers)
+    fit = resources.check(grid, cluster, plan.models, allocation(grid, cluster), work_facts(plan, est))
+    problems = [*problems, *fit.problems]
+    plan = dataclasses.replace(plan, resource_notes=fit.notes)
+    text = "\n".join([render(grid, plan, _cell_lines(plan, out_dir), out_dir), "", render_estimate(est, grid, cluster, answers)])
+    return text, problems
 
 
-def _num(x: float | None, unit: str = "") -> str:
-    return "–" if x is None else f"{x:,.0f}{unit}"
+def plan_dry_run(grid: GridConfig, *, results_dir: str | Path | None = None,
+                 fit_on: str | Path | None = None) -> str:
+    """:func:`dry_run_report`'s text; its problems raised as one ConfigError."""
+    text, problems = dry_run_report(grid, results_dir=results_dir, fit_on=fit_on)
+    raise_if_problems(problems, f"grid {grid.name!r} cannot run")
+    return text
 
 
-def render(grid: GridConfig, plan: GridPlan, lines: list[CellLine], cost: CostModel, out_dir: Path) -> str:
-    """The plan as a fixed-width table with totals and what the estimate rests on."""
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def work_facts(plan: GridPlan, est: Estimate) -> WorkFacts:
+    """The resource checks' facts from the estimate: each model's weights at its dtype, and the longest
+    estimated unit per (model, benchmark) (a unit is keyed by its first shard id)."""
+    small = known_facts(plan.models)
+    model_bytes = {name: (n * _DTYPE_BYTES.get(str(cfg.dtype), 2) if (n := model_parameters(cfg)) else None)
+                   or small.model_bytes.get(name) for name, cfg in plan.models.items()}
+    where = {s.shard_id: (s.cell.model.name, s.cell.benchmark.name) for s in plan.shards}
+    unit_s: dict[tuple[str, str], float | None] = {}
+    for key, seconds in est.unit_s.items():
+        if key in where:
+            unit_s[where[key]] = max(seconds, unit_s.get(where[key]) or 0.0)
+    return WorkFacts(model_bytes, unit_s)
+
+
+def render(grid: GridConfig, plan: GridPlan, lines: list[CellLine], out_dir: Path) -> str:
+    """The plan as a fixed-width table with totals."""
     width = max([len(x.label) for x in lines] + [4])
     head = (f"dry run of grid {grid.name!r} (cluster {grid.cluster}; nothing started, nothing written)\n"
             f"results_dir {out_dir}: {len(lines)} cells, {len(plan.shards)} shards, "
             f"{sum(x.shards_done for x in lines)} already complete\n\n"
-            f"{'cell':<{width}}  examples  excluded  shards  done  est. forwards  est. decode s")
-    body = [f"{x.label:<{width}}  {x.examples:>8}  {x.excluded:>8}  {x.shards:>6}  {x.shards_done:>4}  "
-            f"{_num(x.forwards):>13}  {_num(x.seconds):>13}" for x in lines]
-    todo = [x for x in lines if x.shards_done < x.shards]
-    if not todo:
-        tail = "nothing to run: every shard is complete"
-    elif all(x.forwards is not None for x in todo):
-        total_s = sum(x.seconds or 0.0 for x in todo)
-        tail = (f"estimate: {_num(sum(x.forwards or 0.0 for x in todo))} forwards, {total_s:,.0f} s of decoding "
-                f"(≈ {total_s / max(grid.workers, 1):,.0f} s on {grid.workers} model actor(s)); cost model "
-                f"fitted on {cost.n_rows} rows under {cost.source}")
-    else:
-        missing = sorted({x.label.split(" / ")[0] for x in todo if x.forwards is None})
-        tail = (f"no estimate for {', '.join(missing)}: {cost.source} has no rows of "
-                f"{'that model' if len(missing) == 1 else 'those models'} with cell settings yet")
+            f"{'cell':<{width}}  examples  excluded  shards  done")
+    body = [f"{x.label:<{width}}  {x.examples:>8}  {x.excluded:>8}  {x.shards:>6}  {x.shards_done:>4}" for x in lines]
+    tail = ["nothing to run: every shard is complete"] if all(x.shards_done == x.shards for x in lines) else []
     pinned = [f"checkpoint {m}: snapshot {c} (pre-flight passed; the actors load this commit)"
               for m, c in plan.snapshots.items() if c]
     notes = [f"resources: {n}" for n in plan.resource_notes]
-    return "\n".join([head, *body, "", tail, *pinned, *notes])
+    return "\n".join([head, *body, *tail, *pinned, *notes])
+
+
+def render_estimate(est: Estimate, grid: GridConfig, cluster: ClusterConfig,
+                    answers: dict[tuple[str, str], float]) -> str:
+    """The estimate: GPU-hours per (model, benchmark), totals, wall time, and what it assumes."""
+    d = est.device
+    width = max([len(x.model) for x in est.lines] + [5])
+    rows = [f"{x.model:<{width}}  {x.benchmark:<16} {x.examples:>8} {x.units:>6} {x.forwards:>14,} "
+            f"{x.gpu_hours:>10,.2f} {duration(x.gpu_hours * 3600):>12} {duration(x.max_unit_s):>12}" for x in est.lines]
+    gpus = cluster.nodes * cluster.gpus_per_node
+    cap = f" (workers={grid.workers} capped at {cluster.nodes} nodes × {cluster.gpus_per_node} GPUs)" \
+        if gpus and grid.workers > gpus else ""
+    target = target_unit_s(cluster)
+    over = [v for v in est.unit_s.values() if v > target]
+    long = [f"{len(over)} units estimated above {duration(target)} ({UNIT_FRACTION:g} × the {cluster.timeout_min}-minute "
+            f"time limit; longest {duration(max(over))}): " + ("their one example's work alone is longer (it cannot be "
+            "split further)" if grid.shard_size == "auto" else "set shard_size: auto")] if over else []
+    unknown = [f"no estimate for {', '.join(est.unknown)}: no config.json cached and no `parameters:` in its YAML"] \
+        if est.unknown else []
+    return "\n".join([
+        f"estimate on {d.name} ({d.source}): forwards from each family's procedure × roofline seconds",
+        f"{'model':<{width}}  {'benchmark':<16} {'examples':>8} {'units':>6} {'forwards':>14} {'GPU-hours':>10} "
+        f"{'decode':>12} {'longest unit':>12}",
+        *rows, *unknown, *long,
+        f"estimate: {est.gpu_hours:,.2f} GPU-hours in all ({duration(est.gpu_hours * 3600)} of decoding); wall "
+        f"{duration(est.wall_h * 3600)} on {est.workers} model actor(s){cap}",
+        *assumption_lines(est, answers)])
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` in the unit that reads best: s, min or h."""
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:,.1f} min" if seconds < 7200 else f"{seconds / 3600:,.1f} h"
+
+
+def assumption_lines(est: Estimate, answers: dict[tuple[str, str], float]) -> list[str]:
+    d = est.device
+    rows = f"; {len(answers)} (model, benchmark) answer lengths from earlier rows" if answers else ""
+    return [
+        "assumptions (docs/estimate.md):",
+        f"  - seconds/forward = max(2·N·T / ({d.bf16_flops / 1e12:g} TFLOP/s bf16, {d.fp32_flops / 1e12:g} fp32 "
+        f"× {d.eff_compute:g}), "
+        f"N·bytes / ({d.bandwidth / 1e9:g} GB/s × {d.eff_bandwidth:g})) + layers × {d.layer_overhead_s * 1e3:g} ms",
+        f"  - prompt tokens = characters / {CHARS_PER_TOKEN:g} + {TEMPLATE_TOKENS}; answers fill "
+        f"{ANSWER_FRACTION:.0%} of the budget (LLaDA / Dream: their whole buffer){rows}",
+        "  - every stream step keeps nothing of its draft (an upper bound; LLaDA / Dream re-run every block's "
+        "steps); ReFusion at 2 forwards per position (its bound); base run + step 1 once per unit",
+        "  - wall: units packed perfectly over the actors, any actor serving any model; model loading, "
+        "Ray start and scoring not counted",
+    ]

@@ -43,6 +43,7 @@ from streamgen.config import (
     GridConfig,
     RayConfig,
     cluster_config,
+    cluster_device_problems,
     raise_if_problems,
     resolve_data_dir,
     validate_grid,
@@ -172,7 +173,7 @@ def validate_cluster(cluster: ClusterConfig) -> list[str]:
         p.append(f"cluster {n}: executor={cluster.executor} runs on this machine: set nodes=1")
     if cluster.timeout_min < 1 or cluster.mem_gb < 1 or cluster.max_requeues < 0:
         p.append(f"cluster {n}: need timeout_min ≥ 1, mem_gb ≥ 1, max_requeues ≥ 0")
-    return p
+    return p + cluster_device_problems(cluster)
 
 
 def allocation(grid: GridConfig, cluster: ClusterConfig) -> resources.Shape:

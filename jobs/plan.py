@@ -37,6 +37,7 @@ from streamgen.config import (
     ConfigError,
     GridConfig,
     ModelConfig,
+    cluster_config,
     grid_benchmark_config,
     model_config,
     raise_if_problems,
@@ -125,14 +126,14 @@ def model_problems(cfg: ModelConfig) -> list[str]:
 
 
 def _load_examples(cfg: BenchmarkConfig, data_dir: Path, limit: int | None,
-                   segmenter: Segmenter | None = None, ids: Sequence[str] = ()) -> tuple[dict, dict]:
-    """The benchmark's examples by id (:func:`pick_examples`) and their segments; raises ConfigError
-    naming what would stop it from loading or scoring (e.g. a missing DS-1000 interpreter, an example
-    id its data does not have)."""
+                   segmenter: Segmenter | None = None, ids: Sequence[str] = ()) -> tuple[dict, dict, list[str]]:
+    """The benchmark's examples by id (:func:`pick_examples`), their segments, and what would stop it
+    from scoring (e.g. a missing DS-1000 interpreter: the examples still load, the dry run still
+    estimates); raises ConfigError naming what stops them loading (e.g. an id its data does not have)."""
     from streamgen.benchmarks import load_benchmark
 
     bench = load_benchmark(cfg)
-    raise_if_problems(bench.problems(), f"benchmark {cfg.name} cannot score")
+    cannot_score = list(bench.problems())
     examples = pick_examples(cfg.name, bench.examples(data_dir, None), limit, ids, data_dir) if ids \
         else bench.examples(data_dir, limit)
     by_id = {ex.example_id: ex for ex in examples}
@@ -141,7 +142,7 @@ def _load_examples(cfg: BenchmarkConfig, data_dir: Path, limit: int | None,
     segments = {(cfg.name, ex.example_id): tuple(bench.segments(ex)) for ex in examples}
     if segmenter is not None:  # another granularity: re-cut the benchmark's (lossless) segments
         segments = {key: tuple(segmenter("".join(segs))) for key, segs in segments.items()}
-    return by_id, segments
+    return by_id, segments, cannot_score
 
 
 def pick_examples(name: str, examples: list[Any], limit: int | None, ids: Sequence[str], data_dir: Path) -> list[Any]:
@@ -171,6 +172,18 @@ def plan_grid(grid: GridConfig, cluster: ClusterConfig | None = None, shape: res
     checked against the work too (:mod:`jobs.resources`; ``facts`` default: what is known without an
     estimate); its problems are in the same ConfigError.
     """
+    plan, problems = plan_with_problems(grid, cluster, shape, facts)
+    raise_if_problems(problems, f"grid {grid.name!r} cannot run")
+    assert plan is not None
+    return plan
+
+
+def plan_with_problems(grid: GridConfig, cluster: ClusterConfig | None = None, shape: resources.Shape | None = None,
+                       facts: resources.WorkFacts | None = None) -> tuple[GridPlan | None, list[str]]:
+    """The plan and every problem found. The plan is built whenever only the environment fails — the
+    checkpoints' pre-flight (not cached, snapshots that conflict), a benchmark's scorer (the DS-1000
+    interpreter) or the allocation against the work (:mod:`jobs.resources`): ``--dry-run`` still shows
+    the plan and its estimate before it exits on them; any other problem leaves no plan (None)."""
     from streamgen.benchmarks.data_manifest import versioned
 
     problems = validate_grid(grid)
@@ -187,12 +200,12 @@ def plan_grid(grid: GridConfig, cluster: ClusterConfig | None = None, shape: res
         problems.extend(model_problems(models[name]))
     checked = preflight(models)  # hub / local checkpoints: cached, fit, ids; pinned to their snapshot commits
     models = checked.models
-    problems.extend(checked.problems)
-    problems.extend(snapshot_conflicts(recorded_snapshots(grid.results_dir), checked.snapshots, grid.results_dir))
+    late = checked.problems + snapshot_conflicts(recorded_snapshots(grid.results_dir), checked.snapshots,
+                                                 grid.results_dir)
     fit = resources.ResourceCheck((), ())
     if cluster is not None and shape is not None:
         fit = resources.check(grid, cluster, models, shape, facts)
-    problems.extend(fit.problems)
+    late.extend(fit.problems)
     for note in fit.notes:
         log.info("resources: %s", note)
     for name in grid.benchmarks:
@@ -205,8 +218,9 @@ def plan_grid(grid: GridConfig, cluster: ClusterConfig | None = None, shape: res
     if data_dir.is_dir():
         for name, cfg in benches.items():
             try:
-                examples[name], segs = _load_examples(cfg, data_dir, grid.limit, _segmenter(grid),
-                                                      grid.examples.get(name, ()))
+                examples[name], segs, cannot_score = _load_examples(cfg, data_dir, grid.limit, _segmenter(grid),
+                                                                    grid.examples.get(name, ()))
+                late.extend(p for p in cannot_score if p not in late)
                 segments.update(segs)
                 benches[name] = versioned(cfg, data_dir)  # the data files' sha256 enter cells and rows
             except ConfigError as exc:
@@ -215,14 +229,39 @@ def plan_grid(grid: GridConfig, cluster: ClusterConfig | None = None, shape: res
                 problems.append(f"benchmark {name}: cannot load its examples from {data_dir} "
                                 f"({type(exc).__name__}: {exc})")
     problems.extend(cell_problems(grid, models, benches))
-    raise_if_problems(problems, f"grid {grid.name!r} cannot run")
+    if problems:
+        return None, problems + late
+    try:
+        plan = _expand(grid, data_dir, models, benches, examples, segments, checked.snapshots, fit.notes)
+    except ConfigError as exc:
+        return None, exc.problems + late
+    return plan, late
+
+
+def _expand(grid: GridConfig, data_dir: Path, models: dict[str, ModelConfig], benches: dict[str, BenchmarkConfig],
+            examples: dict[str, dict[str, Any]], segments: dict[tuple[str, str], tuple[str, ...]],
+            snapshots: Mapping[str, str | None], notes: tuple[str, ...] = ()) -> GridPlan:
+    """Cells and shards of a validated grid (``shard_size: auto``: sized by the estimate)."""
     from streamgen.benchmarks import exclusion_reason
 
     excluded = {(b, e): exclusion_reason(examples[b][e], segs) for (b, e), segs in segments.items()}
     cells = expand_cells(grid, models, benches)
     ids = {name: list(exs) for name, exs in examples.items()}
-    shards = expand_shards(cells, ids, shard_size=grid.shard_size, seed=grid.seed)
+    size: int | dict[str, int] = grid.shard_size
+    if grid.shard_size == "auto":
+        size = _auto_sizes(grid, models, cells, examples, segments, excluded)
+    shards = expand_shards(cells, ids, shard_size=size, seed=grid.seed)
     log.info("grid %s: %d cells, %d shards, %d examples per cell at most",
              grid.name, len(cells), len(shards), max((len(v) for v in ids.values()), default=0))
-    return GridPlan(grid, data_dir, models, benches, examples, segments, excluded, tuple(shards), checked.snapshots,
-                    fit.notes)
+    return GridPlan(grid, data_dir, models, benches, examples, segments, excluded, tuple(shards), dict(snapshots),
+                    tuple(notes))
+
+
+def _auto_sizes(grid: GridConfig, models: dict[str, ModelConfig], cells: list, examples: dict,
+                segments: dict, excluded: dict) -> dict[str, int]:
+    from jobs.estimate import grid_device, require_sizes
+    from jobs.unit_sizing import auto_shard_sizes
+
+    cluster = cluster_config(grid.cluster)
+    require_sizes(models)
+    return auto_shard_sizes(cells, examples, segments, excluded, cluster=cluster, device=grid_device(grid, cluster))

@@ -51,6 +51,7 @@ class WorkUnit:
     payload: Any
     attempts: int = 0
     errors: list[str] = field(default_factory=list)
+    timeout_s: float | None = None  # this unit's allowance (shard_size: auto); None: the scheduler's unit_timeout_s
 
 
 @dataclass
@@ -246,8 +247,10 @@ class Scheduler:
     def _check_timeouts(self) -> None:
         now = self.clock()
         for slot in self.slots:
-            limit = self.unit_timeout_s + (self.load_timeout_s if slot.fresh else 0.0)
-            if slot.unit is not None and now - slot.since > limit:
+            if slot.unit is None:
+                continue
+            limit = (slot.unit.timeout_s or self.unit_timeout_s) + (self.load_timeout_s if slot.fresh else 0.0)
+            if now - slot.since > limit:
                 log.warning("%s ran over %.0f s; killing its actor", slot.unit.key, limit)
                 ray.kill(slot.actor, no_restart=True)  # its ref then fails with RayActorError
 

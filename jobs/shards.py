@@ -18,7 +18,7 @@ from streamgen.cells import HASH_CHARS, Cell, numerics_settings, stable_hash
 from streamgen.config import VERIFIER_MODE_FAMILIES, BenchmarkConfig, GridConfig, ModelConfig
 
 __all__ = ["HASH_CHARS", "Cell", "Shard", "acceptance_rules", "balanced_order", "expand_cells", "expand_shards",
-           "stable_hash"]
+           "size_key", "stable_hash"]
 
 
 @dataclass(frozen=True)
@@ -88,16 +88,24 @@ def balanced_order(cell: Cell, example_ids: Sequence[str], seed: int) -> list[bo
     return order
 
 
+def size_key(cell: Cell) -> str:
+    """What a per-cell shard size is keyed by: (model, benchmark), so every acceptance cell and verifier
+    mode of them is cut alike and their shards still form shared work units."""
+    return f"{cell.model.name}/{cell.benchmark.name}"
+
+
 def expand_shards(cells: Sequence[Cell], example_ids: Mapping[str, Sequence[str]], *,
-                  shard_size: int, seed: int) -> list[Shard]:
-    """Cut each cell's examples (``example_ids[benchmark name]``) into shards of ``shard_size``."""
-    if shard_size < 1:
-        raise ValueError(f"shard_size={shard_size} must be ≥ 1")
+                  shard_size: int | Mapping[str, int], seed: int) -> list[Shard]:
+    """Cut each cell's examples (``example_ids[benchmark name]``) into shards of ``shard_size`` examples,
+    or of ``shard_size[size_key(cell)]`` (``shard_size: auto``, jobs/unit_sizing.py)."""
     shards = []
     for cell in cells:
+        size = shard_size if isinstance(shard_size, int) else shard_size[size_key(cell)]
+        if size < 1:
+            raise ValueError(f"shard_size={size} must be ≥ 1")
         ids = list(example_ids[cell.benchmark.name])
         order = balanced_order(cell, ids, seed)
-        for start in range(0, len(ids), shard_size):
-            chunk = slice(start, start + shard_size)
+        for start in range(0, len(ids), size):
+            chunk = slice(start, start + size)
             shards.append(Shard(cell, tuple(ids[chunk]), tuple(order[chunk]), seed))
     return shards

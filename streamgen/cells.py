@@ -22,7 +22,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from streamgen.config import DIFFUSION_DEVIATIONS, BenchmarkConfig, ModelConfig, TypingConfig
+from streamgen.config import (
+    DIFFUSION_DEVIATIONS,
+    ESTIMATE_ONLY_MODEL_FIELDS,
+    BenchmarkConfig,
+    ModelConfig,
+    TypingConfig,
+    result_fields,
+)
 from streamgen.records import SCHEMA_VERSION
 
 HASH_CHARS = 16
@@ -57,7 +64,7 @@ def config_settings(prefix: str, cfg: Any) -> dict[str, Any]:
     :func:`cell_settings` (name, system prompt and variant are left out: the cell records them as used)."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cfg):
-        if f.name not in {"name", "system_prompt", "variant"}:
+        if f.name not in {"name", "system_prompt", "variant", *ESTIMATE_ONLY_MODEL_FIELDS}:
             _flat(f"{prefix}.{f.name}", getattr(cfg, f.name), out)
     return out
 
@@ -170,7 +177,7 @@ class Cell:
         """Everything about the cell that changes its rows (timing keys only when not the default)."""
         guard = {"tie_guard": self.tie_guard} if self.tie_guard is not None else {}  # absent: ids unchanged
         return {**self.timing(), **guard,
-            "model": dataclasses.asdict(self.model),
+            "model": result_fields(self.model),
             "benchmark": dataclasses.asdict(self.benchmark),
             "acceptance": self.acceptance,
             "tau": self.tau,

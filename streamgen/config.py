@@ -55,7 +55,9 @@ DTYPES = ("float32", "bfloat16", "float16")
 EXECUTORS = ("local", "debug", "slurm")
 GRANULARITIES = ("sentence", "word", "chars")
 POLICIES = ("every", "latest", "every_k", "cap")
-LIVE_POLICIES = ("every", "latest", "every_k")  # a draft cap changes decoding itself: post hoc only
+LIVE_POLICIES = ("every", "latest", "every_k")
+DEVICE_NAMES = ("a100-80gb", "a6000", "h100", "h200", "cpu")  # streamgen.devices.DEVICES' keys
+ESTIMATE_ONLY_MODEL_FIELDS = ("parameters", "layers")  # ModelConfig fields no result depends on  # a draft cap changes decoding itself: post hoc only
 
 
 class ConfigError(ValueError):
@@ -110,6 +112,10 @@ class ModelConfig:
     # An adapted model: the plain model's name. Its result rows carry that name as `model` (and
     # `variant`), so Table 3 sets the variant next to the plain model (docs/adaptation.md).
     base_model: str | None = None
+    # For the GPU-hour estimate only (streamgen/parameters.py), where no config.json is cached: the model
+    # card's parameter count and layer count. They change no result: not in shard ids or fingerprints.
+    parameters: int | None = None
+    layers: int | None = None
 
     @property
     def row_model(self) -> str:
@@ -182,7 +188,9 @@ class GridConfig:
     # Per benchmark, the example ids to run instead of its first `limit` (in the data's order); benchmarks
     # not listed use `limit`. The embedded default picks examples whose answers end before its budget.
     examples: dict[str, list[str]] = field(default_factory=dict)
-    shard_size: int = 4  # examples per shard
+    # examples per shard, or `auto`: per (model, benchmark) from the estimated unit time, and each unit's
+    # timeout from its estimate instead of shard_timeout_s (jobs/unit_sizing.py, docs/estimate.md)
+    shard_size: Any = 4
     max_new_tokens: int | None = None  # None: the benchmark's own
     results_dir: str = "results/local"
     data_dir: str = ""  # empty: $STREAMGEN_DATA_DIR or the repository's data/
@@ -231,6 +239,9 @@ class ClusterConfig:
     max_requeues: int = 3
     log_dir: str = "results/slurm_logs"
     setup: list[str] = field(default_factory=list)  # shell lines run before the job (module load ...)
+    # The accelerator of each GPU, for the GPU-hour estimate and automatic shard sizes (streamgen/devices.py):
+    # one of DEVICE_NAMES; null: `cpu` (this machine's measured row)
+    device: str | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -437,8 +448,9 @@ def validate_grid(grid: GridConfig) -> list[str]:
     p.extend(validate_tie_guards(grid))
     if grid.limit is not None and grid.limit < 1:
         p.append(f"limit={grid.limit} must be ≥ 1 (or null for all examples)")
-    if grid.shard_size < 1:
-        p.append(f"shard_size={grid.shard_size} must be ≥ 1")
+    if grid.shard_size != "auto" and (isinstance(grid.shard_size, bool) or not isinstance(grid.shard_size, int)
+                                      or grid.shard_size < 1):
+        p.append(f"shard_size={grid.shard_size!r} must be an integer ≥ 1 or auto (sized by the estimate)")
     if grid.workers < 1 or grid.score_workers < 1:
         p.append("workers and score_workers must be ≥ 1")
     if not 0.0 <= grid.max_error_fraction <= 1.0:
@@ -477,6 +489,22 @@ def validate_tie_guards(grid: GridConfig) -> list[str]:
         if family != "autoregressive":
             p.append(f"tie_guards needs top-2 margins, which only autoregressive models report: {m} is {family}")
     return p
+
+
+def cluster_device_problems(cluster: ClusterConfig) -> list[str]:
+    """``device`` must name a row of the estimate's device table (or be null: this machine's ``cpu``)."""
+    if cluster.device is None or cluster.device in DEVICE_NAMES:
+        return []
+    return [f"cluster {cluster.name}: device={cluster.device!r} is not one of {DEVICE_NAMES} (the GPU-hour "
+            "estimate's device table, streamgen/devices.py); e.g. device: a100-80gb, or null for this machine"]
+
+
+def result_fields(model: ModelConfig) -> dict[str, Any]:
+    """``model``'s fields that can change a result (every field but ESTIMATE_ONLY_MODEL_FIELDS): what shard
+    ids, fingerprints and caches hash, so the estimate's fields never move them."""
+    from dataclasses import asdict
+
+    return {k: v for k, v in asdict(model).items() if k not in ESTIMATE_ONLY_MODEL_FIELDS}
 
 
 def unused_overrides(grid: GridConfig) -> list[str]:

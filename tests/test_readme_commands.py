@@ -64,16 +64,17 @@ def test_readme_command_passes_dry_run(command: str, tmp_path: Path, monkeypatch
         pytest.skip(f"{command}: the hub checkpoints are not in this machine's cache ({len(problems)} lines)")
     assert code == 0, err
     assert "dry run of grid" in out and "cells" in out and "already complete" in out
-    assert ("no estimate" in out) or ("estimate:" in out) or ("nothing to run" in out)
+    assert "estimate:" in out and "assumptions" in out
     after = {p for p in (REPO_ROOT / "results").rglob("*")} if (REPO_ROOT / "results").exists() else set()
     assert after == before, "a dry run wrote files"
 
 
 def test_dry_run_counts_complete_shards_and_estimates_from_earlier_rows(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Rows with settings in results_dir: the plan names the complete shard and gives a forwards
-    estimate = k × (segments + 1) × budget, k fitted on those rows (formula of jobs/dry_run.py)."""
-    from jobs.dry_run import CostModel, plan_dry_run
+    """Rows in results_dir: the plan names the complete shard, and the estimate takes the rows' mean base
+    answer length (10 tokens) for the autoregressive model. One cell, so per example: base L + step 1 L +
+    each later step 1 verify + (L − 1) = L × (segments + 1) forwards (jobs/estimate.py)."""
+    from jobs.dry_run import answer_lengths, plan_dry_run
     from jobs.plan import plan_grid
     from jobs.writer import ResultWriter
     from streamgen.cells import settings_json
@@ -85,22 +86,18 @@ def test_dry_run_counts_complete_shards_and_estimates_from_earlier_rows(
     plan = plan_grid(grid)
     first = plan.shards[0]
     settings = settings_json(first.cell.settings())
-    rows = [pair_record(shard_id=first.shard_id, example_id=e, model="tiny-llama", n_segments=3,
-                        base_forwards=10, speculative_forwards=20, residual_forwards=2, base_wall_s=1.0,
-                        speculative_wall_s=2.0, residual_wall_s=0.2, cell_settings=settings)
-            for e in first.example_ids]
+    rows = [pair_record(shard_id=first.shard_id, example_id=e, model="tiny-llama", benchmark="mbpp", n_segments=3,
+                        base_answer_tokens=answer, cell_settings=settings)
+            for e, answer in zip(first.example_ids, (8, 12), strict=True)]
     ResultWriter(tmp_path).write_shard(first, rows, [])
-    cost = CostModel.fit(tmp_path)
-    budget = first.cell.max_new_tokens
-    k = (32 * len(rows)) / ((3 + 1) * budget * len(rows))
-    assert cost.forwards_per_unit == {"tiny-llama": pytest.approx(k)}
-    assert cost.seconds_per_forward == {"tiny-llama": pytest.approx(3.2 / 32)}
+    assert answer_lengths(tmp_path) == {("tiny-llama", "mbpp"): pytest.approx(10.0)}
     text = plan_dry_run(grid)
     label = first.cell.label
     assert label == "tiny-llama / mbpp / greedy"  # cells.cell_label: the one spelling
     line = next(x for x in text.splitlines() if x.startswith(label)).removeprefix(label)
     assert line.split()[0:4] == ["3", "0", "2", "1"]  # examples, excluded, shards, done
-    todo = [e for s in plan.shards[1:] for e in s.example_ids]
-    want = sum(k * (len(plan.segments[("mbpp", e)]) + 1) * budget for e in todo)
-    assert line.split()[4] == f"{want:,.0f}"
-    assert "1 already complete" in text and "estimate:" in text
+    want = sum(10 * (len(plan.segments[("mbpp", e)]) + 1) for s in plan.shards for e in s.example_ids
+               if not plan.excluded[("mbpp", e)])
+    (est,) = [x for x in text.splitlines() if x.startswith("tiny-llama ") and " mbpp " in x]
+    assert est.split()[4] == f"{want:,}"  # model, benchmark, examples, units, forwards
+    assert "1 already complete" in text and "estimate:" in text and "answer lengths from earlier rows" in text

@@ -130,6 +130,16 @@ def test_a_unit_over_its_timeout_gets_its_actor_killed() -> None:
     assert [u.key for u, _ in done] == ["A-0"]
 
 
+def test_a_units_own_timeout_replaces_the_schedulers() -> None:
+    """shard_size: auto gives each unit a timeout from its estimate (jobs/unit_sizing.py): a unit longer
+    than the scheduler's default survives on its own allowance, and one over its own is killed."""
+    loop, done, failed = _scheduler(1, max_attempts=1, unit_timeout_s=1.0, load_timeout_s=8.0)
+    loop.run([WorkUnit("patient", "A", 12.0, timeout_s=60.0), WorkUnit("impatient", "A", 60.0, timeout_s=2.0),
+              *_units({"A": 1})])
+    assert [u.key for u, _ in failed] == ["impatient"]  # 2 s + no load allowance: its actor was warm
+    assert sorted(u.key for u, _ in done) == ["A-0", "patient"]  # 12 s > 1 s + 8 s: the default would kill it
+
+
 def test_gpu_actors_each_get_their_own_gpu() -> None:
     loop, done, failed = _scheduler(2, use_gpu=True)
     loop.run(_units({"A": 2, "B": 2}, payload=0.5))

@@ -104,9 +104,12 @@ def main(argv: Sequence[str]) -> int:
     try:
         grid = grid_config(name, overrides)
         if "--dry-run" in argv:
-            from jobs.dry_run import plan_dry_run
+            from jobs.dry_run import dry_run_report
+            from streamgen.config import raise_if_problems
 
-            print(plan_dry_run(grid))
+            text, problems = dry_run_report(grid)
+            print(text)  # the plan and its estimate, also when the pre-flight fails
+            raise_if_problems(problems, f"grid {grid.name!r} cannot run")
             return 0
         from jobs.executors import run_grid_on_cluster
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from streamgen.adapt.sources import TrainingRequest
+from streamgen.config import ESTIMATE_ONLY_MODEL_FIELDS
 from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.base import Decoder
 from streamgen.records import to_table, write_parquet_atomic
@@ -102,7 +103,8 @@ def teacher_answers(decoder: Decoder, requests: Sequence[TrainingRequest], segme
 
 def cache_key(model_cfg: object, max_new_tokens: int, with_drafts: bool) -> str:
     """A hash of what a teacher answer depends on (the cache folder's name)."""
-    payload = {"model": asdict(model_cfg), "max_new_tokens": max_new_tokens, "with_drafts": with_drafts,  # type: ignore[call-overload]
+    model = {k: v for k, v in asdict(model_cfg).items() if k not in ESTIMATE_ONLY_MODEL_FIELDS}  # type: ignore[call-overload]
+    payload = {"model": model, "max_new_tokens": max_new_tokens, "with_drafts": with_drafts,
                "schema": TEACHER_SCHEMA}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
 

@@ -1,0 +1,212 @@
+"""The GPU-hour estimate of a grid, from first principles: forwards × roofline seconds, per work unit.
+
+For every work unit the driver would run (``jobs.shared_work.group_shards``: one (model, benchmark,
+verifier mode, example chunk) across its acceptance cells) and every example in it that is not excluded
+up front, the family's forward rule (``streamgen.forward_counts``) gives each decode's forwards and
+tokens, and ``streamgen.devices.forward_seconds`` each forward's time on the grid's device:
+
+- the **shared work** — the base run over the complete request and stream step 1 (no draft) — once per
+  unit and example, not once per cell (``jobs/shared_work.py``);
+- stream steps 2..n once per cell, each verifying a draft of the assumed answer length and keeping
+  nothing (the estimate cannot know what will be kept: an upper bound; for LLaDA / Dream it is exact
+  unless a kept run covers a whole block);
+- prompt tokens of prefix k: its characters (history, system prompts, segments 1..k) / ``CHARS_PER_TOKEN``
+  + ``TEMPLATE_TOKENS``;
+- answer length (autoregressive, ReFusion, DiffusionGemma; LLaDA / Dream fill their buffer anyway): the
+  mean base answer of earlier rows of that (model, benchmark) when given (``answer_lengths``), else
+  ``ANSWER_FRACTION`` × the answer budget (automatic shard sizes never use rows: shard ids must not
+  depend on what has run).
+
+GPU-hours = Σ unit seconds / 3600 (one GPU per model actor). Wall time on the allocation: the units
+spread over ``workers`` actors (capped at nodes × GPUs), any actor serving any model, perfectly packed:
+max(Σ / workers, the longest unit); model loading, Ray start and scoring are not counted (docs/estimate.md).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from jobs.shards import Shard
+from jobs.shared_work import group_shards
+from streamgen.config import ClusterConfig, ConfigError, GridConfig, ModelConfig, cluster_config
+from streamgen.devices import DEVICES, Device, device_from_file, forward_seconds
+from streamgen.forward_counts import Decode, Forwards, decode_rule, total_forwards
+from streamgen.parameters import ModelSize, model_size
+
+__all__ = ["ANSWER_FRACTION", "CHARS_PER_TOKEN", "Estimate", "ExampleCost", "estimate_plan", "example_cost",
+           "grid_device", "model_parameters", "unit_seconds", "workers_on"]
+
+CHARS_PER_TOKEN = 4.0  # assumption: English prose and code average about 4 characters per BPE token
+TEMPLATE_TOKENS = 16  # assumption: chat-template tokens around the request
+ANSWER_FRACTION = 0.5  # assumption: an answer without earlier rows fills half its budget
+
+from streamgen.parameters import model_parameters  # noqa: E402  (re-exported: the cluster checks call it here)
+
+
+class PlanLike(Protocol):
+    """What the estimate reads of a ``jobs.plan.GridPlan`` (a Protocol: this module cannot import it)."""
+
+    @property
+    def grid(self) -> GridConfig: ...
+    @property
+    def models(self) -> Mapping[str, ModelConfig]: ...
+    @property
+    def examples(self) -> Mapping[str, Mapping[str, Any]]: ...
+    @property
+    def segments(self) -> Mapping[tuple[str, str], tuple[str, ...]]: ...
+    @property
+    def excluded(self) -> Mapping[tuple[str, str], str | None]: ...
+    @property
+    def shards(self) -> tuple[Shard, ...]: ...
+
+
+@dataclass(frozen=True)
+class ExampleCost:
+    """One example's work inside one unit: forwards and seconds, the shared part once."""
+
+    forwards: int
+    seconds: float
+    shared_forwards: int  # base run + step 1, counted once for the unit's ``cells``
+    per_cell_forwards: int  # steps 2..n, counted for each cell
+
+
+@dataclass(frozen=True)
+class Line:
+    """Per (model, benchmark): examples, units, forwards, GPU-hours and the longest unit."""
+
+    model: str
+    benchmark: str
+    examples: int
+    units: int
+    forwards: int
+    gpu_hours: float
+    max_unit_s: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    device: Device
+    lines: tuple[Line, ...]
+    unit_s: Mapping[str, float]  # work unit key (its first shard id) → seconds
+    workers: int
+    unknown: tuple[str, ...]  # models with no parameter count: not estimated
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(x.gpu_hours for x in self.lines)
+
+    @property
+    def wall_h(self) -> float:
+        longest = max(self.unit_s.values(), default=0.0)
+        return max(sum(self.unit_s.values()) / max(self.workers, 1), longest) / 3600
+
+
+def grid_device(grid: GridConfig, cluster: ClusterConfig | None = None) -> Device:
+    """The device the grid's cluster declares (null: ``cpu``); ``$STREAMGEN_DEVICE_FILE`` (written by
+    ``bench/bench_machine.py --out``) replaces the table's ``cpu`` row."""
+    name = (cluster or cluster_config(grid.cluster)).device or "cpu"
+    path = os.environ.get("STREAMGEN_DEVICE_FILE")
+    if name == "cpu" and path:
+        return device_from_file(path)
+    return DEVICES[name]
+
+
+def workers_on(grid: GridConfig, cluster: ClusterConfig) -> int:
+    """Model actors the run will have: ``workers``, capped at nodes × GPUs on a GPU cluster (the driver's cap)."""
+    gpus = cluster.nodes * cluster.gpus_per_node
+    return min(grid.workers, gpus) if gpus > 0 else grid.workers
+
+
+def prompt_tokens(chars: int) -> int:
+    return math.ceil(chars / CHARS_PER_TOKEN) + TEMPLATE_TOKENS
+
+
+def _prefix_chars(example: Any, segments: Sequence[str], model: ModelConfig) -> list[int]:
+    fixed = sum(len(str(m.get("content", ""))) for m in example.history) + len(example.system_prompt or "") \
+        + len(model.system_prompt or "")
+    out, typed = [], 0
+    for seg in segments:
+        typed += len(seg)
+        out.append(fixed + typed)
+    return out
+
+
+def _seconds(work: Sequence[Forwards], size: ModelSize, device: Device, dtype: str) -> float:
+    return sum(f.count * forward_seconds(device, params=size.parameters, tokens=f.tokens, layers=size.layers,
+                                         dtype=dtype) for f in work if f.count)
+
+
+def example_cost(model: ModelConfig, benchmark: str, budget: int, example: Any, segments: Sequence[str],
+                 cells: int, device: Device, size: ModelSize, answer_tokens: float | None = None) -> ExampleCost:
+    """One example's forwards and seconds in a unit of ``cells`` acceptance cells (shared work once)."""
+    rule = decode_rule(model, benchmark, budget)
+    answer = max(1, round(answer_tokens if answer_tokens is not None else ANSWER_FRACTION * budget))
+    prompts = [prompt_tokens(c) for c in _prefix_chars(example, segments, model)]
+    shared = [*rule(Decode(prompts[-1], answer)), *rule(Decode(prompts[0], answer))]
+    per_cell: list[Forwards] = []
+    for k in range(1, len(prompts)):
+        per_cell.extend(rule(Decode(prompts[k], answer, draft=answer, fed=prompts[k] - prompts[k - 1] + answer)))
+    return ExampleCost(total_forwards(shared) + cells * total_forwards(per_cell),
+                       _seconds(shared, size, device, model.dtype) + cells * _seconds(per_cell, size, device, model.dtype),
+                       total_forwards(shared), total_forwards(per_cell))
+
+
+def unit_seconds(plan: PlanLike, device: Device, *, answer_lengths: Mapping[tuple[str, str], float] | None = None
+                 ) -> dict[str, float]:
+    """Estimated seconds of every work unit of ``plan`` on ``device``, under the id of each of the unit's
+    shards (a resumed run's unit may start at any of them). A unit of a model whose size is unknown is
+    left out (``estimate_plan`` names those models)."""
+    return {s.shard_id: v[0] for v in _units(plan, device, answer_lengths or {}).values() for s in v[2]}
+
+
+def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], float]
+           ) -> dict[str, tuple[float, int, tuple[Shard, ...], int]]:
+    """Per unit (by its first shard id): seconds, forwards, its shards, examples decoded."""
+    sizes = {name: model_size(cfg) for name, cfg in plan.models.items()}
+    out: dict[str, tuple[float, int, tuple[Shard, ...], int]] = {}
+    for unit in group_shards(plan.shards, share=plan.grid.share_work):
+        first = unit[0]
+        cell, bench = first.cell, first.cell.benchmark.name
+        size = sizes.get(first.model_name)
+        if size is None:
+            continue
+        seconds, forwards, n = 0.0, 0, 0
+        for example_id in first.example_ids:
+            if plan.excluded[(bench, example_id)]:
+                continue
+            cost = example_cost(cell.model, bench, cell.max_new_tokens, plan.examples[bench][example_id],
+                                plan.segments[(bench, example_id)], len(unit), device, size,
+                                answers.get((cell.model.row_model, bench)))
+            seconds, forwards, n = seconds + cost.seconds, forwards + cost.forwards, n + 1
+        out[first.shard_id] = (seconds, forwards, unit, n)
+    return out
+
+
+def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
+                  answer_lengths: Mapping[tuple[str, str], float] | None = None) -> Estimate:
+    """The plan's estimate per (model, benchmark) and in total on ``workers`` actors of ``device``."""
+    units = _units(plan, device, answer_lengths or {})
+    acc: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
+    ids: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for seconds, forwards, unit, _ in units.values():
+        key = (unit[0].model_name, unit[0].cell.benchmark.name)
+        ids[key].update(unit[0].example_ids)
+        a = acc[key]
+        a[0], a[1], a[2], a[3] = a[0] + 1, a[1] + forwards, a[2] + seconds, max(a[3], seconds)
+    lines = tuple(Line(m, b, len(ids[(m, b)]), int(a[0]), int(a[1]), a[2] / 3600, a[3]) for (m, b), a in acc.items())
+    unknown = tuple(sorted(name for name, cfg in plan.models.items() if model_size(cfg) is None))
+    return Estimate(device, lines, {k: v[0] for k, v in units.items()}, workers, unknown)
+
+
+def require_sizes(models: Mapping[str, ModelConfig]) -> None:
+    """ConfigError naming every model the estimate has no size for (automatic shard sizes need them all)."""
+    missing = [f"model {n}: shard_size=auto needs its parameter count: no config.json is cached; set "
+               f"`parameters:` (and `layers:`) in configs/models/{n}.yaml from its model card"
+               for n, cfg in models.items() if model_size(cfg) is None]
+    if missing:
+        raise ConfigError(missing, "cannot size work units")
