@@ -171,10 +171,13 @@ def shards_per_unit(grid: GridConfig) -> int:
 
 def _unit_time(grid: GridConfig, cluster: ClusterConfig, facts: WorkFacts, problems: list[str],
                notes: list[str]) -> None:
-    unit_timeout = grid.shard_timeout_s * shards_per_unit(grid)
-    limits = {"unit timeout": unit_timeout}
+    # shard_size: auto gives each unit a timeout of a multiple of its own estimate (jobs.unit_sizing):
+    # only the Slurm time limit bounds it
+    limits = {} if grid.shard_size == "auto" else {"unit timeout": grid.shard_timeout_s * shards_per_unit(grid)}
     if cluster.executor == "slurm":
         limits["Slurm time limit"] = cluster.timeout_min * 60.0
+    if not limits:
+        return
     name, limit = min(limits.items(), key=lambda kv: kv[1])
     allowed = UNIT_TIME_FRACTION * limit
     unknown = []
@@ -192,8 +195,11 @@ def _unit_time(grid: GridConfig, cluster: ClusterConfig, facts: WorkFacts, probl
 
 def _unit_line(grid: GridConfig, model: str, bench: str, seconds: float, allowed: float, name: str,
                limit: float) -> str:
-    size = math.floor(grid.shard_size * allowed / seconds)
-    fix = (f"set shard_size={size} (now {grid.shard_size})" if size >= 1 else
-           f"even one example ({seconds / grid.shard_size:,.0f} s) is too long: raise shard_timeout_s and timeout_min")
+    if grid.shard_size == "auto":  # units already cut as small as the estimate allows
+        fix = "its longest example alone takes that long: raise timeout_min (or run that benchmark on a faster device)"
+    else:
+        size = math.floor(grid.shard_size * allowed / seconds)
+        fix = (f"set shard_size={size} (now {grid.shard_size}) or shard_size: auto" if size >= 1 else
+               f"even one example ({seconds / grid.shard_size:,.0f} s) is too long: raise shard_timeout_s and timeout_min")
     return (f"work units of {model} / {bench}: estimated {seconds:,.0f} s, over {UNIT_TIME_FRACTION:g} × the "
-            f"{name} ({limit:,.0f} s) = {allowed:,.0f} s; a unit killed there starts again: {fix}")
+            f"{name} ({limit:,.0f} s) = {allowed:,.0f} s; a unit killed there is requeued and resumes from its spool, the killed example again: {fix}")
