@@ -93,6 +93,9 @@ class PairRecord:
     stream_margin_at_diff: float | None = None  # the final step's margin there (verify row or regeneration)
     diff_from_draft: bool | None = None  # the stream's token there was an accepted draft token
     draft_tokens_after_diff: int | None = None  # final stream tokens after that position taken from the draft
+    # Stale drafts (issue 39, paper §6.5's "nine-token stub, never revised"): the stream answer's tokens
+    # equal the first stream step's draft (the answer written from the opening segment); null on error rows
+    stream_is_first_draft: bool | None = None
 
 
 @dataclass(frozen=True)
