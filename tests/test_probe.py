@@ -181,7 +181,7 @@ def test_probe_cell_reuses_and_runs_no_base_forward(tmp_path: Path, monkeypatch)
     assert {r.base_source for r in recs} == {"reused"} and len(recs) == 2 * 3 * 2
 
 
-def test_workflow_keeps_files_on_disk_and_validates(tmp_path: Path, monkeypatch) -> None:
+def test_workflow_keeps_files_on_disk_and_validates(tmp_path: Path, monkeypatch, capsys) -> None:
     sys_path_workflows()
     import probe as workflow  # workflows/probe.py
 
@@ -196,7 +196,11 @@ def test_workflow_keeps_files_on_disk_and_validates(tmp_path: Path, monkeypatch)
 
     monkeypatch.setattr("streamgen.models.load_decoder", refuse)
     workflow.run(cfg)  # resumes: nothing to do
-    assert workflow.main([f"results_dir={tmp_path}", "limit=1", "taus=[1.5]"]) == 2
+    args = [f"results_dir={tmp_path}", "models=[scripted-ar-constant]", "benchmarks=[coedit]", "limit=2",
+            "taus=[]", "max_new_tokens=16", "--dry-run"]
+    assert workflow.main(args) == 0 and "1 cells (model × benchmark), 1 already complete" in capsys.readouterr().out
+    assert workflow.main([f"results_dir={tmp_path}", "limit=1", "taus=[1.5]", "models=[nope]"]) == 2
+    assert "3 problems" in capsys.readouterr().err
     problems = validate_probe(ProbeConfig(limit=1, taus=[1.5], reuse=str(tmp_path / "nope")))
     assert len(problems) == 3 and any("limit must be ≥ 2" in p for p in problems)
 

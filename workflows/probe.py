@@ -7,6 +7,7 @@ Local (in this process; SmolLM2 + tiny LLaDA/Dream on HumanEval and CoEdIT, 40 e
     python workflows/probe.py
     python workflows/probe.py models=[tiny-llada,tiny-dream] limit=8 results_dir=/tmp/probe
     python workflows/probe.py reuse=results/local        # the base answers of a grid run, not decoded again
+    python workflows/probe.py --dry-run                  # validate, print what is on disk and what would run
 
 Arguments are ``key=value`` fields of ``streamgen.probe.ProbeConfig``. Each (model, benchmark) is one
 Parquet file under ``<results_dir>/probe/`` named by its settings; a rerun keeps the files it finds
@@ -38,6 +39,34 @@ def cell_file(cfg: ProbeConfig, model: str, benchmark: str) -> Path:
     key = f"{cfg.limit}|{cfg.max_new_tokens}|{cfg.seed}|{sorted(cfg.taus)}|{cfg.reuse}"
     tag = hashlib.sha256(key.encode()).hexdigest()[:10]
     return Path(cfg.results_dir) / "probe" / f"{model}__{benchmark}__{tag}.parquet"
+
+
+def name_problems(cfg: ProbeConfig) -> list[str]:
+    """What is wrong with the models and benchmarks named (each must exist and validate)."""
+    from streamgen.config import benchmark_config, validate_benchmark, validate_model
+
+    problems: list[str] = []
+    for name in cfg.models:
+        try:
+            problems += validate_model(model_config(name))
+        except ConfigError as exc:
+            problems += exc.problems
+    for name in cfg.benchmarks:
+        try:
+            problems += validate_benchmark(benchmark_config(name))
+        except ConfigError as exc:
+            problems += exc.problems
+    return problems
+
+
+def plan_text(cfg: ProbeConfig) -> str:
+    """--dry-run: the (model × benchmark) cells, those already on disk, what a run would decode."""
+    cells = [(m, b) for m in cfg.models for b in cfg.benchmarks]
+    done = [c for c in cells if cell_file(cfg, *c).exists()]
+    source = f"reused from {cfg.reuse}" if cfg.reuse else "decoded here (one base run each)"
+    return (f"dry run of grid probe: {len(cells)} cells (model × benchmark), {len(done)} already complete "
+            f"under {cfg.results_dir}/probe; {cfg.limit} examples each, base answers {source}, then one verify "
+            "forward per draft (own, unrelated, random) and verifier; no estimate (nothing timed yet)")
 
 
 def run(cfg: ProbeConfig) -> None:
@@ -72,8 +101,11 @@ def main(argv: Sequence[str]) -> int:
     from analysis.probe import write_probe_report
 
     try:
-        cfg = load(ProbeConfig, overrides=list(argv))
-        raise_if_problems(validate_probe(cfg), "invalid probe settings")
+        cfg = load(ProbeConfig, overrides=[a for a in argv if a != "--dry-run"])
+        raise_if_problems(validate_probe(cfg) + name_problems(cfg), "invalid probe settings")
+        if "--dry-run" in argv:
+            print(plan_text(cfg))
+            return 0
         run(cfg)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
