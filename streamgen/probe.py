@@ -52,6 +52,7 @@ class ProbeConfig:
     results_dir: str = "results/probe"
     reuse: str | None = None  # a grid's results directory whose base answers to reuse (same budget)
     device: str = "cpu"
+    threads: int = 1  # torch threads on the CPU (more oversubscribe a shared 2-core machine)
 
 
 def validate_probe(cfg: ProbeConfig) -> list[str]:
@@ -59,6 +60,8 @@ def validate_probe(cfg: ProbeConfig) -> list[str]:
     p = [q for tau in cfg.taus for q in check_tau(tau, "taus")]
     if cfg.limit < 2:
         p.append(f"limit={cfg.limit}: the unrelated draft is another example's answer, so limit must be ≥ 2")
+    if cfg.threads < 1:
+        p.append(f"threads={cfg.threads} must be ≥ 1 (torch threads on the CPU)")
     if cfg.max_new_tokens < 1:
         p.append(f"max_new_tokens={cfg.max_new_tokens} must be ≥ 1")
     if not cfg.models or not cfg.benchmarks:

@@ -71,12 +71,14 @@ def plan_text(cfg: ProbeConfig) -> str:
 
 def run(cfg: ProbeConfig) -> None:
     """Every (model, benchmark) not on disk yet: load each model once, probe, write its file."""
+    import torch
     from tqdm import tqdm
 
     from streamgen.models import load_decoder
     from streamgen.records import ProbeRecord, to_table, write_parquet_atomic
     from streamgen.version import code_version
 
+    torch.set_num_threads(cfg.threads)
     probe_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     for model in cfg.models:
         todo = [b for b in cfg.benchmarks if not cell_file(cfg, model, b).exists()]
@@ -85,7 +87,7 @@ def run(cfg: ProbeConfig) -> None:
             continue
         decoder = load_decoder(model_config(model), device=cfg.device, max_new_tokens=cfg.max_new_tokens)
         for bench in todo:
-            bar = tqdm(total=cfg.limit, desc=f"{model} · {bench} base answers", unit="ex", disable=None)
+            bar = tqdm(total=cfg.limit, desc=f"{model} · {bench} base answers", unit="ex", mininterval=30)
             records = probe_cell(decoder.for_benchmark(bench), cfg, model, bench, probe_id=probe_id,
                                  code_version=code_version(), on_example=bar.update)
             bar.close()
