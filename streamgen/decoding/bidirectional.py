@@ -14,8 +14,12 @@ Every block is filled (the answer is cut at its first EOS afterwards), as the of
 Streaming verification is ONE forward over request + buffer, in two modes (``verifier_mode``):
 ``visible`` puts the draft in the buffer (each position can see its own token, so it is confirmed
 whatever it is: paper §6.5), ``hidden`` masks the draft (the verdict is formed without the draft,
-and without the context it needs). After it, the accepted run is fixed and the rest of the buffer is
-decoded by the same procedure as a base run. :func:`probe_unrelated` scores a draft that answers
+and without the context it needs). After it, the accepted run is fixed. A run that holds the draft's
+EOS (or fills the buffer) is the answer: one confirming step emits it, and the positions after the EOS
+are not decoded again (they lie after the answer). Otherwise the rest of the buffer is decoded by the
+base run's procedure at the official rate per masked position: a block with m of its B positions masked
+runs ceil(m · steps_per_block / B) steps (docs/diffusion.md; ``full_block_refill`` and
+``refill_after_eos`` restore the earlier rules). :func:`probe_unrelated` scores a draft that answers
 another request and reports its median probability and accepted length.
 """
 
