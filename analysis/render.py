@@ -1,7 +1,7 @@
 """Markdown rendering of analysis tables: column formats, row labels, one table → text.
 
 Formats: ``pct`` a value already in percent (1 decimal), ``share`` a fraction shown in percent,
-``x`` a speedup or ratio (2 decimals), ``num`` a count or median count (integers without decimals),
+``x`` a speedup or ratio (2 decimals), ``prob`` a probability (3 decimals), ``num`` a count or median count (integers without decimals),
 ``text`` as is. A NULL renders as an en dash.
 """
 
@@ -33,6 +33,8 @@ def fmt(value: object, kind: str) -> str:
         return f"{100 * float(value):.1f}%"  # type: ignore[arg-type]
     if kind == "x":
         return f"{float(value):.2f}"  # type: ignore[arg-type]
+    if kind == "prob":
+        return f"{float(value):.3f}"  # type: ignore[arg-type]
     if kind == "num":
         v = float(value)  # type: ignore[arg-type]
         return f"{v:.0f}" if v.is_integer() else f"{v:.1f}"

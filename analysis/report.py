@@ -68,6 +68,7 @@ KEPT = [
     Column("share_keep_all", "keep all", "share"),
     Column("share_keep_part", "keep part", "share"),
     Column("share_no_draft", "no draft", "share"),
+    Column("share_first_draft", "answer = first draft", "share"),
 ]
 LIMIT = [
     *KEY_COLS,

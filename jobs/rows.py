@@ -131,6 +131,7 @@ def outcome_rows(outcome: PairOutcome, ctx: RowContext, base_score: Score | None
         "first_diff_token": diff.position, "base_margin_at_diff": diff.base_margin,
         "stream_margin_at_diff": diff.stream_margin, "diff_from_draft": diff.from_draft,
         "draft_tokens_after_diff": diff.draft_tokens_after,
+        "stream_is_first_draft": outcome.steps[0].answer.token_ids == final.answer.token_ids,
     })
     return Rows(pair, step_rows(outcome, ctx))
 

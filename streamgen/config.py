@@ -37,6 +37,8 @@ DIFFUSION_DEVIATIONS: dict[str, dict[str, Any]] = {
         "stop_after_eos_block": False,  # stop after the block holding the first EOS (official: fill every block)
         "suppress_mask_logit": False,  # the mask id never predicted (official: argmax over the whole vocabulary)
         "fixed_prompt_masks": False,  # mask ids in the request stay (official: they are masked positions)
+        "full_block_refill": False,  # a stream step's block with any mask runs all its steps (official rate: m/B of them)
+        "refill_after_eos": False,  # a kept draft's EOS tail is masked and decoded again (it lies after the answer)
     },
     "refusion": {
         "block_length": None,  # a fixed block length (official: gen_length / serial_num_blocks)

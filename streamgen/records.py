@@ -2,7 +2,7 @@
 
 Grains (DESIGN §5): ``PairRecord`` — one (cell, example); ``StepRecord`` — one segment arrival of
 the stream run; ``RunRecord`` — one grid run; ``ScoreRecord`` — one pairs row re-scored later
-(``analysis.rescore``). Column names listed in DESIGN §5 are a public contract (users' DuckDB
+(``analysis.rescore``); ``ProbeRecord`` — one verdict of the §6.5 probe (``workflows/probe.py``). Column names listed in DESIGN §5 are a public contract (users' DuckDB
 queries and the nightly grid rely on them): add columns freely, never rename.
 
 Units are in the names: ``*_s`` seconds, ``*_forwards`` model calls, ``*_tokens`` tokens,
@@ -93,6 +93,9 @@ class PairRecord:
     stream_margin_at_diff: float | None = None  # the final step's margin there (verify row or regeneration)
     diff_from_draft: bool | None = None  # the stream's token there was an accepted draft token
     draft_tokens_after_diff: int | None = None  # final stream tokens after that position taken from the draft
+    # Stale drafts (issue 39, paper §6.5's "nine-token stub, never revised"): the stream answer's tokens
+    # equal the first stream step's draft (the answer written from the opening segment); null on error rows
+    stream_is_first_draft: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,30 @@ class ScoreRecord:
     schema_version: int
 
 
+@dataclass(frozen=True)
+class ProbeRecord:
+    """Paper §6.5: one verifier's verdict on one draft offered under the complete request, under one
+    acceptance rule (``streamgen.probe``). One verify forward serves every rule of a (draft, verifier)."""
+
+    probe_id: str  # one probe invocation: UTC start time + random hex
+    model: str
+    family: str
+    benchmark: str
+    example_id: str
+    draft_kind: str  # 'own' (the model's base answer) | 'unrelated' (another example's) | 'random'
+    verifier: str  # 'causal' (autoregressive, ReFusion) | 'visible' | 'hidden' (LLaDA/Dream, DiffusionGemma)
+    acceptance: str  # 'greedy' | 'threshold'
+    tau: float | None
+    draft_tokens: int  # positions the verify pass scored (cut after the first EOS)
+    accepted_tokens: int  # the accepted leading run
+    median_prob: float | None  # median over the draft of the verifier's probability of its token
+    base_source: str  # where the own answers came from: 'decoded' here | 'reused' from a results dir
+    max_new_tokens: int
+    seed: int  # of the random drafts
+    code_version: str
+    schema_version: int
+
+
 _SCALARS: dict[type, pa.DataType] = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}
 
 
@@ -210,6 +237,7 @@ PAIRS_SCHEMA = arrow_schema(PairRecord)
 STEPS_SCHEMA = arrow_schema(StepRecord)
 RUNS_SCHEMA = arrow_schema(RunRecord)
 SCORES_SCHEMA = arrow_schema(ScoreRecord)
+PROBE_SCHEMA = arrow_schema(ProbeRecord)
 
 
 def to_table(records: Sequence[Any], record_type: type) -> pa.Table:

@@ -15,8 +15,9 @@ already in place, so the model is exactly self-consistent:
   predicts that position itself (ReFusion's plan pass). Keys/values are the token ids and positions,
   kept in the transformers cache the decoders pass, so cache reuse, rollback and ReFusion's
   generation-order KV all work as with a real model.
-- **bidirectional** (family ``bidirectional``, LLaDA style): position ``P + j`` predicts answer
-  position ``j`` (no shift), whatever sits in the buffer.
+- **bidirectional** (family ``bidirectional``): LLaDA style, position ``P + j`` predicts answer
+  position ``j`` (no shift), whatever sits in the buffer; Dream style (``shifted``), position
+  ``P + j - 1`` does (the decoder's one-position shift brings it back to ``P + j``).
 - **block diffusion** (family ``diffusion_gemma``): the encoder half writes (token, position) pairs
   into the cache; the decoder half's canvas position ``P + j`` predicts answer position ``j`` (no
   shift), whatever the canvas holds, reading the request from the cache.
@@ -140,13 +141,15 @@ class _Output:
 class ScriptedLM(torch.nn.Module):
     """A scripted causal or bidirectional LM (see the module docstring); one call = one forward."""
 
-    def __init__(self, script: Script, *, bidirectional: bool, mask_token_id: int) -> None:
+    def __init__(self, script: Script, *, bidirectional: bool, mask_token_id: int, shifted: bool = False) -> None:
         super().__init__()
         tok = tiny_tokenizer()
         self.script, self.bidirectional, self.mask_id = script, bidirectional, int(mask_token_id)
+        self.shifted = bidirectional and shifted
         self.eos_id = int(tok.eos_token_id)
         self.vocab = max(len(tok), self.mask_id + 1)  # a mask id past the tokenizer's: never produced from text
-        self.config = ScriptedConfig("llada" if bidirectional else "scripted", self.vocab, self.eos_id)
+        kind = ("dream" if self.shifted else "llada") if bidirectional else "scripted"
+        self.config = ScriptedConfig(kind, self.vocab, self.eos_id)
         self.generation_config = None
         self.anchor = torch.nn.Parameter(torch.zeros(1), requires_grad=False)  # carries device and dtype
 
@@ -170,7 +173,10 @@ class ScriptedLM(torch.nn.Module):
         start, answer = _scripted_answer(self.script, pairs, self.eos_id)
         out = []
         for t, q in fed[b, 0].tolist():
-            unshifted = self.bidirectional or (int(t) == self.mask_id and q >= start)
+            if self.bidirectional:
+                unshifted = not self.shifted
+            else:
+                unshifted = int(t) == self.mask_id and q >= start
             j = int(q) - start + (0 if unshifted else 1)
             out.append(_distribution(self.script, answer, j, self.mask_id, self.vocab))
         return torch.stack(out)
@@ -322,9 +328,11 @@ def _cached(cache: Any, batch: int) -> torch.Tensor | None:
     return keys.expand(batch, -1, -1, -1) if keys.shape[0] != batch else keys
 
 
-def scripted_model(behaviour: str, *, bidirectional: bool, mask_token_id: int) -> ScriptedLM:
-    """The scripted model named ``behaviour`` (a key of :data:`SCRIPTS`), in eval mode."""
-    return ScriptedLM(_script(behaviour), bidirectional=bidirectional, mask_token_id=mask_token_id).eval()
+def scripted_model(behaviour: str, *, bidirectional: bool, mask_token_id: int, shifted: bool = False) -> ScriptedLM:
+    """The scripted model named ``behaviour`` (a key of :data:`SCRIPTS`), in eval mode; ``shifted``: a
+    Dream-style bidirectional model (logits at ``i - 1`` predict position ``i``)."""
+    return ScriptedLM(_script(behaviour), bidirectional=bidirectional, mask_token_id=mask_token_id,
+                      shifted=shifted).eval()
 
 
 def _script(behaviour: str) -> Script:

@@ -292,5 +292,6 @@ def _scripted(cfg: ModelConfig, device: str) -> LoadedModel:
 
         model = near_tie_model(int(mask))
     else:
-        model = scripted_model(cfg.path, bidirectional=cfg.family == "bidirectional", mask_token_id=int(mask))
+        model = scripted_model(cfg.path, bidirectional=cfg.family == "bidirectional", mask_token_id=int(mask),
+                               shifted=dict(cfg.decoding).get("style") == "dream")
     return LoadedModel(cast_keeping_rope_float32(model, device=device, dtype=torch_dtype(cfg.dtype)), tok)

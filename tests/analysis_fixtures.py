@@ -116,6 +116,7 @@ def _row(
         base_quality=draw(st.sampled_from([0.0, 0.5, 1.0])),
         stream_quality=draw(st.sampled_from([0.0, 0.25, 1.0])),
         n_segments=draw(st.integers(2, 4)),
+        stream_is_first_draft=draw(st.booleans()),
     )
 
 

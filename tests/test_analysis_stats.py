@@ -91,6 +91,7 @@ def dist_stats(rows: list[PairRecord]) -> dict[str, float | None]:
         "median_speedup_losers": _med([x for x in s if x < 1]),
         **{f"share_keep_{c}": _mean([x == c for x in k]) for c in ("none", "all", "part")},
         "share_no_draft": _mean([x == "no_draft" for x in k]),
+        "share_first_draft": _mean([p.stream_is_first_draft for p in inc]),
         "share_one_forward": _mean([p.residual_forwards == 1 for p in inc]),
         "share_at_floor": _mean([p.residual_forwards <= p.min_residual_forwards for p in inc]),
         "median_attainable": _med(att),
@@ -304,11 +305,11 @@ def test_files_of_an_older_schema_read_missing_columns_as_null(tmp_path: Path) -
 
 
 def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
-    """The SQL ``kept`` rule on rows the decoders really write (scripted models, all three families),
-    not on hand-made fixtures: constant keeps every draft token, EOS included (accepted == draft), so
-    the keep-all share is 100 % and the residual sits at the family floor (LLaDA: above it, the block
-    after the answer is filled); lastsegment keeps none;
-    prefix keeps exactly k, a part."""
+    """The SQL ``kept`` rule on rows the decoders really write (scripted models, every family), not on
+    hand-made fixtures: constant keeps every draft token, EOS included (accepted == draft), so the
+    keep-all share is 100 % and the residual sits at the family floor (LLaDA and Dream too);
+    lastsegment keeps none; prefix keeps exactly k, a part. Stale drafts: constant's stream answer is
+    its first step's draft (share 1), the others' answers change with the request (share 0)."""
     from jobs.rows import outcome_rows
     from streamgen.benchmarks import Score
     from streamgen.config import model_config
@@ -321,7 +322,7 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
     req = StreamRequest("e1", (), ("Write a function that adds two numbers. ", "Use type hints."))
     expect = {"constant": "all", "lastsegment": "none", "prefix": "part"}
     pairs = []
-    for family in ("ar", "refusion", "llada"):
+    for family in ("ar", "refusion", "llada", "dream", "dgemma"):
         for behaviour in expect:
             name = f"scripted-{family}-{behaviour}"
             d = load_decoder(model_config(name), max_new_tokens=16)
@@ -330,6 +331,7 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
             accepted = {"all": pair.draft_tokens_final, "none": 0, "part": SCRIPTS["prefix"].k}[expect[behaviour]]
             assert pair.draft_tokens_final == SCRIPTS[behaviour].length + 1  # the previous answer, EOS included
             assert pair.accepted_tokens_final == accepted  # the intermediate facts the rule reads
+            assert pair.stream_is_first_draft == (behaviour == "constant")
             pairs.append(pair)
     write_record_set(tmp_path, RecordSet(pairs, []), with_steps=False)
     dist = {r["model"]: r for r in build_tables(tmp_path, threads=1)["distribution"].to_pylist()
@@ -337,7 +339,7 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
     for name, row in dist.items():
         behaviour = name.rsplit("-", 1)[1]
         assert row[f"share_keep_{expect[behaviour]}"] == 1.0, (name, row)
-        if behaviour == "constant":  # LLaDA's kept draft still pays the block after it (the official
-            # sampler fills every block: 1 + 4 forwards, above the floor of 2), the others sit at the floor
-            assert row["share_at_floor"] == (0.0 if "-llada-" in name else 1.0), (name, row)
-    assert len(dist) == 9
+        if behaviour == "constant":
+            assert row["share_at_floor"] == 1.0, (name, row)
+        assert row["share_first_draft"] == (1.0 if behaviour == "constant" else 0.0), (name, row)
+    assert len(dist) == 15

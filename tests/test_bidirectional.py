@@ -119,12 +119,15 @@ def test_unrelated_draft_probe(mode):
 
 @pytest.mark.parametrize("name", ["tiny-llada", "tiny-dream"])
 @pytest.mark.parametrize("mode", ["visible", "hidden"])
-def test_stream_residual_and_minimum(name, mode):
+@pytest.mark.parametrize("refill_after_eos", [False, True])
+def test_stream_residual_and_minimum(name, mode, refill_after_eos):
     """Kept whole at τ = 0: a buffer-filling draft is the answer at exactly the floor, verify + one
-    denoising step. An EOS-ended draft kept whole is the answer too, but the official procedure fills
-    every block still masked after it: verify + steps per block × those blocks. A rejected draft costs
-    verify + the full denoising of the buffer (the base run's forwards)."""
-    d = _decoder(name, f"decoding.verifier_mode={mode}", "decoding.eos_token_ids=[7]")
+    denoising step; so is an EOS-ended draft (the positions after its EOS lie after the answer).
+    ``refill_after_eos`` (the earlier rule): the EOS-ended draft's tail is masked again and refilled at
+    the official rate, ⌈m · steps_per_block / B⌉ for a block with m of its B positions masked. A
+    rejected draft costs verify + the full denoising of the buffer (the base run's forwards)."""
+    d = _decoder(name, f"decoding.verifier_mode={mode}", "decoding.eos_token_ids=[7]",
+                 f"decoding.refill_after_eos={str(refill_after_eos).lower()}")
     assert isinstance(d, Decoder) and d.verifier_mode == mode
     own = d.generate(A)
     content = [t for t in own.token_ids if t not in d.eos_ids]
@@ -133,13 +136,62 @@ def test_stream_residual_and_minimum(name, mode):
         res = d.open_stream().step(A, draft, Threshold(0.0))
         assert res.accepted_tokens == res.draft_tokens_in == len(draft) and res.generated_tokens == 0
         assert list(res.answer.token_ids) == draft
-        masked_blocks = G // block - len(draft) // block  # blocks holding a position after the draft
-        want = 2 if len(draft) == G else 1 + spb * masked_blocks
+        tail = [block - min(max(len(draft) - lo, 0), block) for lo in range(0, G, block)]  # masked per block
+        want = 1 + sum(math.ceil(m * spb / block) for m in tail) if refill_after_eos and len(draft) < G else 2
         assert res.answer.forwards == want and d.min_residual_forwards == 2
-        assert d.meter.calls[-res.answer.forwards].kind == f"verify_{mode}"
+        kinds = [c.kind for c in d.meter.calls[-res.answer.forwards:]]
+        assert kinds == [f"verify_{mode}"] + ["denoise"] * (want - 1)
     res = d.open_stream().step(A, [7], Threshold(1.0))  # an EOS-only draft is verified, and rejected
     assert res.accepted_tokens == 0 and res.answer.forwards == 1 + own.forwards
     assert res.answer.token_ids == own.token_ids
+
+
+def _recorded_reveals(d: BidirectionalDecoder, monkeypatch) -> list[tuple[int, int]]:
+    """(positions masked before the step, the count it is asked to reveal), per denoising step in order."""
+    counts: list[tuple[int, int]] = []
+    real = d._reveal
+
+    def spy(buf, logits, end, n):
+        counts.append((len(buf.masked(end)), n))
+        return real(buf, logits, end, n)
+
+    monkeypatch.setattr(d, "_reveal", spy)
+    return counts
+
+
+@pytest.mark.parametrize("name", ["tiny-llada", "tiny-dream"])
+@pytest.mark.parametrize("full_block_refill", [False, True])
+def test_partial_refill_runs_the_official_rate(name, full_block_refill, monkeypatch):
+    """A kept run of ``a`` tokens that neither ended nor fills the buffer leaves ``m = B − a`` masked in
+    its block: ⌈m · steps_per_block / B⌉ steps with the style's own counts over them (LLaDA: ⌊m/k⌋, +1
+    for the first m mod k; Dream: int(n(1 − s/t)) on linspace(1, eps, k + 1), the rest at the last step),
+    then every later block in full. ``full_block_refill``: every step of every block (the earlier rule)."""
+    d = _decoder(name, f"decoding.full_block_refill={str(full_block_refill).lower()}")
+    draft = [t for t in d.generate(A).token_ids if t not in d.eos_ids][:5]
+    a, spb, block = len(draft), d.geometry.steps_per_block, d.block_length
+    m = block - a
+    k = spb if full_block_refill else math.ceil(m * spb / block)
+    counts = _recorded_reveals(d, monkeypatch)
+    res = d.open_stream().step(A, draft, Threshold(0.0))
+    assert res.accepted_tokens == a
+    later = [spb] * (G // block - 1)  # the blocks after the first are fully masked: the base run's steps
+    assert res.answer.forwards == 1 + k + sum(later)
+    first = [n for _, n in counts[:k]]
+    assert counts[0][0] == m and len(counts) == k + sum(later)
+    if d.settings.style == "llada":
+        assert first == [m // k + (1 if i < m % k else 0) for i in range(k)]
+    else:  # one block, recounted at every step (a position whose argmax is the mask stays masked)
+        ts = torch.linspace(1, d.settings.eps, k + 1)
+        for i, (left, n) in enumerate(counts[:k - 1]):
+            assert n == int(torch.tensor(left) / 1 * (1 - ts[i + 1] / ts[i]))
+        assert counts[k - 1][1] == counts[k - 1][0]  # the last step: every position still masked
+
+
+def test_refill_options_are_validated():
+    for option in ("full_block_refill", "refill_after_eos"):
+        with pytest.raises(ConfigError, match=f"decoding.{option}='maybe' must be true or false"):
+            bidir_settings_from({option: "maybe"})
+        assert getattr(bidir_settings_from({option: True}), option) is True
 
 
 def test_settings_validation_and_configs():

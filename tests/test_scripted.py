@@ -21,7 +21,8 @@ from tests.forward_count import counting_calls
 SEGMENTS = ("Write a function that adds two numbers. ", "It should handle floats. ", "Use type hints.")
 REQ = StreamRequest("ex", (), SEGMENTS)
 BUDGET = 16
-FAMILIES = ("ar", "refusion", "llada", "dgemma")
+FAMILIES = ("ar", "refusion", "llada", "dream", "dgemma")
+BIDIR = ("llada", "dream")
 BEHAVIOURS = tuple(SCRIPTS)
 
 
@@ -58,15 +59,19 @@ def dgemma_steps(decoder) -> int:
 
 
 def residual_forwards(family: str, decoder, a_tokens: int, accepted: int) -> int:
-    """A fully accepted finished draft costs the family's floor; otherwise 1 verify + the decoding of
-    positions accepted..end (AR: the verify yields token ``accepted``; diffusion: re-masked positions).
-    LLaDA: 1 verify + steps per block for every block still holding a masked position, whatever was
-    accepted (the official sampler fills every block); 2 (verify + confirm) when none is left."""
-    if family == "llada":
-        left = decoder.geometry.num_blocks - accepted // decoder.block_length
-        return 1 + decoder.geometry.steps_per_block * left if left else decoder.min_residual_forwards
+    """A fully accepted finished draft costs the family's floor (the positions after a kept EOS lie
+    after the answer); otherwise 1 verify + the decoding of positions accepted..end (AR: the verify
+    yields token ``accepted``; diffusion: re-masked positions).
+    LLaDA / Dream: 1 verify + for every block the official rate over its masked positions,
+    ⌈m · steps_per_block / B⌉ with m = the block's positions at or after ``accepted`` (the sampler fills
+    every block, the ones after the answer's too)."""
     if accepted == a_tokens:
         return decoder.min_residual_forwards
+    if family in BIDIR:
+        g = decoder.geometry
+        masked = [g.block_length - min(max(accepted - lo, 0), g.block_length)
+                  for lo in range(0, g.gen_length, g.block_length)]
+        return 1 + sum(math.ceil(m * g.steps_per_block / g.block_length) for m in masked)
     if family == "ar":
         return a_tokens - accepted
     if family == "refusion":
@@ -106,7 +111,7 @@ def test_counts_follow_from_the_design(decoders, family: str, behaviour: str) ->
     assert out.stream.token_ids == out.base.token_ids  # greedy, self-consistent model: lossless
     # the floor = verify + one decoding unit (docs/diffusion.md): AR 1; ReFusion 1 + a round of 2; LLaDA 1 + a
     # step; DiffusionGemma 2 (encoder + decoder) + one canvas at its fewest steps
-    floor = {"ar": 1, "refusion": 3, "llada": 2}.get(family) or 2 + dgemma_steps(d)
+    floor = {"ar": 1, "refusion": 3, "llada": 2, "dream": 2}.get(family) or 2 + dgemma_steps(d)
     assert d.min_residual_forwards == floor
     if not (family == "refusion" and behaviour == "calibrated"):  # set probabilities reorder its slots
         assert out.base.forwards == base_forwards(family, d, a_tokens)
@@ -117,9 +122,10 @@ def test_counts_follow_from_the_design(decoders, family: str, behaviour: str) ->
     kept_whole = out.final.accepted_tokens == out.final.draft_tokens_in
     assert kept_whole == (behaviour in ("constant", "calibrated"))
     assert out.residual_forwards >= d.min_residual_forwards
-    if kept_whole:  # the floor, but for LLaDA's blocks after the answer's (filled all the same)
-        assert out.residual_forwards == residual_forwards(family, d, a_tokens, a_tokens)
-        assert (out.residual_forwards == d.min_residual_forwards) == (family != "llada")
+    if kept_whole:  # the floor, every family (LLaDA / Dream: the buffer after the kept EOS is not refilled)
+        assert out.residual_forwards == d.min_residual_forwards
+        if family in BIDIR:  # the path: the verify pass, then the one confirming step (base ran first)
+            assert [c.kind for c in d.meter.calls[-2:]] == ["verify_visible", "denoise"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -142,6 +148,8 @@ PATHS = {
                  ["scripted-refusion-prefix", "scripted-refusion-calibrated:decoding.token_threshold=0.7"]),
     "llada": ({"denoise", "verify_visible", "verify_hidden"},
               ["scripted-llada-prefix", "scripted-llada-constant:decoding.verifier_mode=hidden"]),
+    "dream": ({"denoise", "verify_visible", "verify_hidden"},
+              ["scripted-dream-prefix", "scripted-dream-constant:decoding.verifier_mode=hidden"]),
     # base encode/denoise, verify encode/decode in both modes, regenerate (prefix), confirm (constant)
     "dgemma": ({"encode", "denoise", "verify_encode", "verify_visible", "verify_hidden"},
                ["scripted-dgemma-prefix", "scripted-dgemma-constant:decoding.verifier_mode=hidden"]),

@@ -4,6 +4,7 @@
 --   is_error     error_type IS NOT NULL (wins over an exclusion reason)
 --   is_excluded  excluded_reason IS NOT NULL and no error
 --   is_included  neither
+--   first_draft_kept  the stream answer equals the first stream step's draft (a stale draft, §6.5)
 CREATE OR REPLACE TEMP VIEW pair_rows AS
 WITH flagged AS (
     SELECT
@@ -51,5 +52,6 @@ SELECT
     CASE WHEN is_included THEN draft_tokens_final END AS draft_final,
     CASE WHEN is_included THEN accepted_tokens_final END AS accepted_final,
     CASE WHEN is_included THEN residual_forwards = 1 END AS one_forward,
-    CASE WHEN is_included THEN residual_forwards <= min_residual_forwards END AS at_floor
+    CASE WHEN is_included THEN residual_forwards <= min_residual_forwards END AS at_floor,
+    CASE WHEN is_included THEN stream_is_first_draft END AS first_draft_kept
 FROM derived;

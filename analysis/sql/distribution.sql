@@ -5,6 +5,8 @@
 --   median_speedup_losers  median forwards speedup among requests below 1x (NULL if none lose)
 --   share_keep_*       outcome at the final update: none / all / part of a non-empty draft kept,
 --                      no_draft: the draft entering the final verify was empty (draft_tokens_final = 0)
+--   share_first_draft  the stream answer equals the first step's draft, token for token (stale: paper
+--                      §6.5's "the same nine-token stub, written from the opening sentence and never revised")
 --   share_one_forward  residual_forwards = 1; share_at_floor: residual_forwards <= min_residual_forwards
 --   median_attainable  median of base_forwards / min_residual_forwards
 --   median_achieved    median of speedup_forwards / attainable
@@ -24,6 +26,7 @@ WITH per_group AS (
         avg((kept = 'all')::DOUBLE) AS share_keep_all,
         avg((kept = 'part')::DOUBLE) AS share_keep_part,
         avg((kept = 'no_draft')::DOUBLE) AS share_no_draft,
+        avg(first_draft_kept::DOUBLE) AS share_first_draft,
         avg(one_forward::DOUBLE) AS share_one_forward,
         avg(at_floor::DOUBLE) AS share_at_floor,
         quantile_cont(attainable, 0.5) AS median_attainable,
@@ -51,6 +54,7 @@ macro AS (
         avg(share_keep_all) AS share_keep_all,
         avg(share_keep_part) AS share_keep_part,
         avg(share_no_draft) AS share_no_draft,
+        avg(share_first_draft) AS share_first_draft,
         avg(share_one_forward) AS share_one_forward,
         avg(share_at_floor) AS share_at_floor,
         avg(median_attainable) AS median_attainable,

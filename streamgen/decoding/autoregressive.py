@@ -190,6 +190,20 @@ class AutoregressiveDecoder:
         """The draft cut after its first EOS and to the answer budget (an answer never extends past them)."""
         return cut_draft(draft, self.eos_token_ids, self.max_new_tokens, keep_eos=True)
 
+    def content(self, draft: Sequence[int]) -> list[int]:
+        """The draft positions a verify pass scores (the name the diffusion families use: the §6.5 probe)."""
+        return self.truncate_draft(draft)
+
+    @torch.inference_mode()
+    def score(self, messages: Sequence[Message], draft: Sequence[int]) -> tuple[Verification, KVState]:
+        """ONE causal verify forward over request + ``draft`` in a fresh cache (no stream state): row j is
+        the distribution before draft[j]. What a stream step's verify computes, for the §6.5 probe."""
+        request = self.render(messages)
+        self.check_fits(len(request), len(draft))
+        state = KVState()
+        logits = self.forward(state, [*request, *draft], len(draft) + 1, "verify")
+        return rows_to_host(logits, draft, self.logits_dtype).verification(len(draft)), state
+
     def is_finished(self, answer: Sequence[int]) -> bool:
         return bool(answer) and answer[-1] in self.eos_token_ids
 

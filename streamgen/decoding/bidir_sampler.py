@@ -24,6 +24,10 @@ off unless a config turns it on). Greedy decoding only (temperature 0: the study
   inherits ``top_k = 50`` from transformers' config defaults when the caller passes none). Ties: the
   lower position first.
 - **Every block is filled**, also after an EOS; the answer is cut at its first EOS afterwards.
+- **A stream step's refill** (an extension the official code never meets: its blocks all start fully
+  masked) keeps the official per-position rate: a block with ``m`` of its ``B`` positions masked runs
+  ``ceil(m · steps_per_block / B)`` steps (:func:`refill_steps`), with the style's own counts over those
+  steps. ``full_block_refill: true`` (the earlier behaviour) runs every step of such a block.
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ class BidirSettings:
     stop_after_eos_block: bool = False
     suppress_mask_logit: bool = False
     fixed_prompt_masks: bool = False
+    full_block_refill: bool = False  # a partly masked block runs its whole step schedule (not the official rate)
+    refill_after_eos: bool = False  # the positions after a kept draft's EOS are masked and decoded again
 
     @property
     def alg(self) -> str:
@@ -121,6 +127,10 @@ def settings_problems(s: BidirSettings) -> list[str]:
     elif s.alg not in REMASKING[s.style]:
         p.append(f"decoding.remasking={s.remasking!r}: {s.style} supports {REMASKING[s.style]} "
                  "(the random orders, LLaDA's 'random' and Dream's 'origin', are not reproducible)")
+    for name in ("full_block_refill", "refill_after_eos"):
+        if not isinstance(getattr(s, name), bool):
+            p.append(f"decoding.{name}={getattr(s, name)!r} must be true or false (docs/diffusion.md: "
+                     "off is the official rate and the answer's end; on is the earlier refill)")
     if s.verifier_mode not in VERIFIER_MODES:
         p.append(f"decoding.verifier_mode={s.verifier_mode!r} must be visible or hidden")
     for name in ("gen_length", "block_length", "steps"):
@@ -170,6 +180,13 @@ def geometry(s: BidirSettings, max_new_tokens: int, where: str = "decoding") -> 
     if p:
         raise ConfigError(p)
     return Geometry(gen, block, steps // (gen // block))
+
+
+def refill_steps(masked: int, block_length: int, steps_per_block: int) -> int:
+    """Denoising steps for a block with ``masked`` of its ``block_length`` positions masked: the official
+    rate, ``ceil(masked * steps_per_block / block_length)`` (all of them for a fully masked block, as in a
+    base run; one for a single masked position of a block of 8 at 4 steps; none when nothing is masked)."""
+    return -(-masked * steps_per_block // block_length)
 
 
 def llada_transfer_counts(masked: int, steps: int) -> list[int]:

@@ -14,8 +14,12 @@ Every block is filled (the answer is cut at its first EOS afterwards), as the of
 Streaming verification is ONE forward over request + buffer, in two modes (``verifier_mode``):
 ``visible`` puts the draft in the buffer (each position can see its own token, so it is confirmed
 whatever it is: paper §6.5), ``hidden`` masks the draft (the verdict is formed without the draft,
-and without the context it needs). After it, the accepted run is fixed and the rest of the buffer is
-decoded by the same procedure as a base run. :func:`probe_unrelated` scores a draft that answers
+and without the context it needs). After it, the accepted run is fixed. A run that holds the draft's
+EOS (or fills the buffer) is the answer: one confirming step emits it, and the positions after the EOS
+are not decoded again (they lie after the answer). Otherwise the rest of the buffer is decoded by the
+base run's procedure at the official rate per masked position: a block with m of its B positions masked
+runs ceil(m · steps_per_block / B) steps (docs/diffusion.md; ``full_block_refill`` and
+``refill_after_eos`` restore the earlier rules). :func:`probe_unrelated` scores a draft that answers
 another request and reports its median probability and accepted length.
 """
 
@@ -47,6 +51,7 @@ from streamgen.decoding.bidir_sampler import (
     geometry,
     llada_transfer_counts,
     proposals,
+    refill_steps,
     with_benchmark,
 )
 from streamgen.decoding.family import FamilyPlugin
@@ -172,8 +177,17 @@ class BidirectionalDecoder(OverText):
             else:
                 buf.answer[pos - p] = tok
 
+    def block_steps(self, masked: int) -> int:
+        """Denoising steps for a block with ``masked`` positions masked: the official rate
+        (:func:`refill_steps`; a base run's full blocks get every step), or every step of the block with
+        ``full_block_refill``."""
+        spb = self.geometry.steps_per_block
+        if self.settings.full_block_refill:
+            return spb
+        return refill_steps(masked, self.block_length, spb)
+
     def _denoise_block(self, buf: Buffer, end: int, masked: int) -> None:
-        steps = self.geometry.steps_per_block
+        steps = self.block_steps(masked)
         if self.settings.style == "llada":
             for n in llada_transfer_counts(masked, steps):
                 logits = self.logits_all(buf, "denoise")
@@ -231,9 +245,12 @@ class BidirectionalDecoder(OverText):
         return verification_from_probs(probs, draft), buf
 
     def leaves_nothing(self, buf: Buffer) -> bool:
-        """Whether an accepted run leaves the procedure nothing to decode: no answer position is masked,
-        or (``stop_after_eos_block``) none is before the first EOS."""
-        eos = buf.eos_pos(self.eos_ids) if self.settings.stop_after_eos_block else None
+        """Whether an accepted run leaves the procedure nothing to decode: no answer position is masked up
+        to the accepted run's EOS (the positions after it lie after the answer: docs/diffusion.md), or to
+        the buffer's end when it holds none. ``refill_after_eos`` (the earlier rule): every position after
+        the EOS must be filled too, unless ``stop_after_eos_block``."""
+        tail_counts = self.settings.refill_after_eos and not self.settings.stop_after_eos_block
+        eos = None if tail_counts else buf.eos_pos(self.eos_ids)
         end = self.gen_length if eos is None else eos + 1
         return all(t is not None for t in buf.answer[:end])
 
@@ -265,7 +282,7 @@ class BidirectionalSession:
             if d.leaves_nothing(buf):
                 d.confirm(buf)  # the draft is the answer; one denoising step emits it
             else:
-                d.denoise(buf)  # every block with a masked position, the tail after an accepted EOS too
+                d.denoise(buf)  # every block with a masked position, each at the official rate
         answer = d._generation(buf, span)
         return StepResult(len(positions), accepted, len(answer.token_ids) - accepted, answer, extra)
 
