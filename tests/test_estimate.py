@@ -179,7 +179,8 @@ def test_auto_shard_sizes_keep_every_unit_within_the_fraction_of_the_limit() -> 
     from jobs.shards import size_key
     from jobs.unit_sizing import UNIT_FRACTION, auto_shard_sizes, target_unit_s
     plan = _plan(["shard_size=1"])
-    slow = dataclasses.replace(DEVICES["cpu"], fp32_flops=2e6, bandwidth=1e9, layer_overhead_s=0.0)
+    slow = Device("slow", bf16_flops=1e6, fp32_flops=2e6, bandwidth=1e9, memory_gb=1, eff_compute=1.0,
+                  eff_bandwidth=1.0, layer_overhead_s=0.0)  # its own figures: the table's rows may change
     cluster = ClusterConfig(timeout_min=8)
     assert target_unit_s(cluster) == UNIT_FRACTION * 8 * 60
     cells = list({s.cell.cell_id: s.cell for s in plan.shards}.values())
