@@ -238,3 +238,13 @@ def test_full_grid_dry_run_prints_the_estimate_before_the_preflight_refusal(
              and " / " not in x]  # the estimate's rows, not the plan's cells
     assert len(table) == 6 and all(x.split()[1] == "coedit" for x in table)
     assert sum(" is not in the Hugging Face cache" in x for x in err.splitlines()) == 6
+
+
+def test_refusion_rule_prices_two_forwards_per_position_left() -> None:
+    """tiny-refusion: gen 32, blocks of 16, slots of 4. Keeping 1 token leaves 31 positions, cut into slots
+    of 4, 4, 4, 3 (block 1) and 4 × 4 (block 2); a slot of k costs plan + verify + (k − 1) × 2 = 2k."""
+    rule = decode_rule(model_config("tiny-refusion"), "coedit", 16)
+    assert total_forwards(rule(Decode(40, 32, draft=32, accepted=1))) == 1 + 2 * 31
+    assert total_forwards(rule(Decode(40, 32))) == 2 * 32  # the first plan carries the prompt
+    assert total_forwards(rule(Decode(40, 10))) == 2 * 16  # it stops after the block holding the end
+    assert total_forwards(rule(Decode(40, 7, draft=7, accepted=7))) == 1 + 2  # kept whole: verify + confirm
