@@ -179,10 +179,9 @@ def test_auto_shard_sizes_keep_every_unit_within_the_fraction_of_the_limit() -> 
     from jobs.shards import size_key
     from jobs.unit_sizing import UNIT_FRACTION, auto_shard_sizes, target_unit_s
     plan = _plan(["shard_size=1"])
-    slow = Device("slow", bf16_flops=1e6, fp32_flops=2e6, bandwidth=1e9, memory_gb=1, eff_compute=1.0,
-                  eff_bandwidth=1.0, layer_overhead_s=0.0)  # its own figures: the table's rows may change
-    cluster = ClusterConfig(timeout_min=8)
-    assert target_unit_s(cluster) == UNIT_FRACTION * 8 * 60
+    slow = dataclasses.replace(DEVICES["cpu"], fp32_flops=2e6, bandwidth=1e9, layer_overhead_s=0.0)
+    cluster = ClusterConfig(timeout_min=30)  # a target between one diffusion example and a few autoregressive ones
+    assert target_unit_s(cluster) == UNIT_FRACTION * 30 * 60
     cells = list({s.cell.cell_id: s.cell for s in plan.shards}.values())
     sizes = auto_shard_sizes(cells, plan.examples, plan.segments, plan.excluded, cluster=cluster, device=slow)
     per_example = {u: t for u, t in unit_seconds(plan, slow).items()}  # shard_size=1: one example per unit
@@ -248,3 +247,17 @@ def test_refusion_rule_prices_two_forwards_per_position_left() -> None:
     assert total_forwards(rule(Decode(40, 32))) == 2 * 32  # the first plan carries the prompt
     assert total_forwards(rule(Decode(40, 10))) == 2 * 16  # it stops after the block holding the end
     assert total_forwards(rule(Decode(40, 7, draft=7, accepted=7))) == 1 + 2  # kept whole: verify + confirm
+
+
+def test_llada_rule_at_the_official_refill_rate() -> None:
+    """Issue 39's refill (decoders with ``full_block_refill: false``): a block with m of its B = 16 positions
+    masked runs ceil(m · 8 / 16) steps; a kept EOS-ended draft is confirmed in one step."""
+    from streamgen.decoding.bidir_sampler import bidir_settings_from, geometry
+    from streamgen.forward_counts import bidirectional
+
+    geo = geometry(bidir_settings_from(dict(model_config("tiny-llada").decoding)), 16)
+    rule = lambda d: bidirectional(geo, d, full_block_refill=False, refill_after_eos=False)  # noqa: E731
+    assert total_forwards(rule(Decode(40, 32))) == 16  # a base run: every step
+    assert total_forwards(rule(Decode(40, 32, draft=20, accepted=3))) == 1 + math.ceil(13 * 8 / 16) + 8
+    assert total_forwards(rule(Decode(40, 32, draft=20, accepted=20))) == 2  # kept whole with its EOS
+    assert total_forwards(rule(Decode(40, 32, draft=32, accepted=0))) == 1 + 16  # nothing kept: a base run
