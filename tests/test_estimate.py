@@ -237,3 +237,27 @@ def test_full_grid_dry_run_prints_the_estimate_before_the_preflight_refusal(
              and " / " not in x]  # the estimate's rows, not the plan's cells
     assert len(table) == 6 and all(x.split()[1] == "coedit" for x in table)
     assert sum(" is not in the Hugging Face cache" in x for x in err.splitlines()) == 6
+
+
+def test_refusion_rule_prices_two_forwards_per_position_left() -> None:
+    """tiny-refusion: gen 32, blocks of 16, slots of 4. Keeping 1 token leaves 31 positions, cut into slots
+    of 4, 4, 4, 3 (block 1) and 4 × 4 (block 2); a slot of k costs plan + verify + (k − 1) × 2 = 2k."""
+    rule = decode_rule(model_config("tiny-refusion"), "coedit", 16)
+    assert total_forwards(rule(Decode(40, 32, draft=32, accepted=1))) == 1 + 2 * 31
+    assert total_forwards(rule(Decode(40, 32))) == 2 * 32  # the first plan carries the prompt
+    assert total_forwards(rule(Decode(40, 10))) == 2 * 16  # it stops after the block holding the end
+    assert total_forwards(rule(Decode(40, 7, draft=7, accepted=7))) == 1 + 2  # kept whole: verify + confirm
+
+
+def test_llada_rule_at_the_official_refill_rate() -> None:
+    """Issue 39's refill (decoders with ``full_block_refill: false``): a block with m of its B = 16 positions
+    masked runs ceil(m · 8 / 16) steps; a kept EOS-ended draft is confirmed in one step."""
+    from streamgen.decoding.bidir_sampler import bidir_settings_from, geometry
+    from streamgen.forward_counts import bidirectional
+
+    geo = geometry(bidir_settings_from(dict(model_config("tiny-llada").decoding)), 16)
+    rule = lambda d: bidirectional(geo, d, full_block_refill=False, refill_after_eos=False)  # noqa: E731
+    assert total_forwards(rule(Decode(40, 32))) == 16  # a base run: every step
+    assert total_forwards(rule(Decode(40, 32, draft=20, accepted=3))) == 1 + math.ceil(13 * 8 / 16) + 8
+    assert total_forwards(rule(Decode(40, 32, draft=20, accepted=20))) == 2  # kept whole with its EOS
+    assert total_forwards(rule(Decode(40, 32, draft=32, accepted=0))) == 1 + 16  # nothing kept: a base run
