@@ -73,15 +73,26 @@ def autoregressive(d: Decode) -> tuple[Forwards, ...]:
     return (Forwards(1, first), Forwards(further, 1))
 
 
-def bidirectional(geometry: Any, d: Decode) -> tuple[Forwards, ...]:
-    """LLaDA / Dream (``geometry``: ``bidir_sampler.Geometry``); every forward is prompt + gen_length."""
+def bidirectional(geometry: Any, d: Decode, *, full_block_refill: bool = False,
+                  refill_after_eos: bool = False) -> tuple[Forwards, ...]:
+    """LLaDA / Dream (``geometry``: ``bidir_sampler.Geometry``); every forward is prompt + gen_length.
+
+    A stream step verifies its draft (the answer and its EOS, docs/diffusion.md) in one forward; a draft
+    kept whole costs one more step (the floor); otherwise every position from the first rejected one is
+    masked and a block with m of its B positions masked runs ceil(m · steps_per_block / B) steps (the
+    official rate). ``full_block_refill``: such a block runs all its steps; ``refill_after_eos``: a kept
+    draft's tail after its EOS is masked and decoded again (the two earlier rules, named options)."""
     width = d.prompt + geometry.gen_length
     if not d.draft:
         return (Forwards(geometry.steps, width),)
-    if d.accepted >= geometry.gen_length:
+    if d.accepted >= geometry.gen_length or (d.accepted >= d.draft and not refill_after_eos):
         return (Forwards(2, width),)  # verify + the confirming step
-    open_blocks = geometry.num_blocks - d.accepted // geometry.block_length
-    return (Forwards(1, width), Forwards(open_blocks * geometry.steps_per_block, width))
+    size, per_block = geometry.block_length, geometry.steps_per_block
+    steps = 0
+    for block in range(d.accepted // size, geometry.num_blocks):
+        masked = min(size, (block + 1) * size - d.accepted)
+        steps += per_block if full_block_refill else math.ceil(masked * per_block / size)
+    return (Forwards(1, width), Forwards(steps, width))
 
 
 def refusion(geometry: Any, slot_size: int, d: Decode) -> tuple[Forwards, ...]:
@@ -124,8 +135,10 @@ def _refusion_shape(cfg: ModelConfig, benchmark: str, budget: int) -> tuple[Any,
 
 
 def _bidirectional_rule(cfg: ModelConfig, benchmark: str, budget: int) -> Rule:
-    geo = _bidir_geometry(cfg, benchmark, budget)
-    return lambda d: bidirectional(geo, d)
+    from streamgen.decoding.bidir_sampler import bidir_settings_from
+
+    geo, s = _bidir_geometry(cfg, benchmark, budget), bidir_settings_from(dict(cfg.decoding))
+    return lambda d: bidirectional(geo, d, full_block_refill=s.full_block_refill, refill_after_eos=s.refill_after_eos)
 
 
 def _refusion_rule(cfg: ModelConfig, benchmark: str, budget: int) -> Rule:
