@@ -64,7 +64,8 @@ def test_readme_command_passes_dry_run(command: str, tmp_path: Path, monkeypatch
         pytest.skip(f"{command}: the hub checkpoints are not in this machine's cache ({len(problems)} lines)")
     assert code == 0, err
     assert "dry run of grid" in out and "cells" in out and "already complete" in out
-    assert "estimate:" in out and "assumptions" in out
+    if "probe.py" not in command:  # the probe is one verify per draft: it prints its work, not a GPU-hour estimate
+        assert "estimate:" in out and "assumptions" in out
     after = {p for p in (REPO_ROOT / "results").rglob("*")} if (REPO_ROOT / "results").exists() else set()
     assert after == before, "a dry run wrote files"
 
@@ -98,6 +99,6 @@ def test_dry_run_counts_complete_shards_and_estimates_from_earlier_rows(
     assert line.split()[0:4] == ["3", "0", "2", "1"]  # examples, excluded, shards, done
     want = sum(10 * (len(plan.segments[("mbpp", e)]) + 1) for s in plan.shards for e in s.example_ids
                if not plan.excluded[("mbpp", e)])
-    (est,) = [x for x in text.splitlines() if x.startswith("tiny-llama ") and " mbpp " in x]
+    (est,) = [x for x in text.splitlines() if x.startswith("tiny-llama ") and x.split()[1] == "mbpp"]
     assert est.split()[4] == f"{want:,}"  # model, benchmark, examples, units, forwards
     assert "1 already complete" in text and "estimate:" in text and "answer lengths from earlier rows" in text

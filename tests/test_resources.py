@@ -214,7 +214,7 @@ def test_the_test_cluster_file_refuses_the_study_in_one_message(capsys: pytest.C
     err = capsys.readouterr().err
     assert code == 2 and err.count("error:") == 1, err
     assert "cluster 'slurm_test' gives no GPU" in err and "llada-8b" in err
-    assert "cluster 'slurm_test': mem_gb=4 but a node needs" in err
+    assert "cluster 'slurm_test': mem_gb=10 but a node needs" in err
 
 
 def test_a_local_machines_gpus_found_not_declared_cap_workers_instead(monkeypatch: pytest.MonkeyPatch) -> None:
