@@ -1,7 +1,7 @@
 """Run the SQL files in ``analysis/sql/`` over a results directory and return the tables.
 
 A results directory holds ``pairs/**/*.parquet``, ``steps/**/*.parquet`` and ``runs/*.parquet``
-(DESIGN §3, §5). The runner registers three views over them (``pairs``, ``steps``, ``runs``),
+(docs/grid.md, docs/analysis.md). The runner registers three views over them (``pairs``, ``steps``, ``runs``),
 executes ``_views.sql`` (the row-level ``pair_rows`` view), then each table's SQL file in order;
 every finished table is registered under its own name so later files can build on it (``models``
 reads ``cells``). Statistics and their exact definitions: ``docs/analysis.md``.
