@@ -22,15 +22,8 @@ from jobs.actors import GPU_ACTOR_CPUS
 from jobs.preflight import grid_models
 from streamgen.config import ConfigError, cluster_config, grid_config
 from tests.analysis_fixtures import read_pairs
-from tests.test_slurm_cluster import _controller_answers, _job_ids, _runs, _sinfo_nodes
-
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.slurm,
-    pytest.mark.slow,
-    pytest.mark.skipif(not _controller_answers(), reason="no Slurm controller answers (sinfo failed): start the "
-                       "local cluster with `sudo bash .ci/slurm.sh install && sudo bash .ci/slurm.sh start`"),
-]
+from tests.test_slurm_cluster import _job_ids, _runs, _sinfo_nodes
+from tests.test_slurm_cluster import pytestmark as pytestmark  # the same marks and skip: no Slurm controller
 
 NODES, GPUS = 2, 2  # the test cluster: nodeA, nodeB with 2 fake GPUs each (.ci/slurm.sh)
 STANDINS = ["tiny-llama", "tiny-qwen3", "tiny-llada", "tiny-dream"]  # two autoregressive, two bidirectional
