@@ -110,12 +110,15 @@ def _run_locked(plan: GridPlan, lock: results_dir.ResultsLock, stops: stop_signa
         status = "aborted"
         raise
     finally:
-        bar.close()
-        if run is not None:
-            _close_record(writer, run, status, stop)
-        if session is not None:
-            stop_ray(session)
-        summary.wall_s = time.perf_counter() - start
+        with stops.closing():  # a SIGTERM now must not cut the run record short
+            bar.close()
+            if status == "failed" and (requeue := stop_signals.requeued_by()) is not None:
+                status, stop = "interrupted", requeue  # submitit requeued the job and exits (SystemExit)
+            if run is not None:
+                _close_record(writer, run, status, stop)
+            if session is not None:
+                stop_ray(session)
+            summary.wall_s = time.perf_counter() - start
     return summary
 
 
@@ -139,6 +142,13 @@ def _close_record(writer: ResultWriter, run: GridRun, status: str, stop: str | N
     log.info("run %s %s%s", run.summary.run_id, status, f" by {stop}" if stop else "")
 
 
+def _spool_progress(folder: Path | None) -> Callable[[WorkUnit], int] | None:
+    """The scheduler's measure of a unit's progress: the examples its spool holds (none without one)."""
+    if folder is None:
+        return None
+    return lambda unit: spool.finished_examples(spool.spool_path(folder.parent, unit.key))
+
+
 def _cluster_gpus() -> float:
     import ray
 
@@ -159,7 +169,7 @@ def _schedule(run: GridRun, grid: GridConfig, on_dispatch: Callable[[Any, WorkUn
                                                    cpu_fallback=run.rehearsal),
                           submit=functools.partial(submit_unit, spool_dir=str(run.spool_dir) if run.spool_dir else None),
                           workers=workers, unit_timeout_s=timeout_s, on_dispatch=on_dispatch,
-                          shield=run.stops.deferred)
+                          progress=_spool_progress(run.spool_dir), shield=run.stops.deferred)
     with contextlib.closing(scheduler.run(units)) as events:  # leaving early (GridAborted) kills the actors
         for event in events:
             if isinstance(event, Decoded):  # decoded on an actor: score it and build its rows on a CPU worker

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 import submitit
 
-from jobs import preemption, ray_bootstrap, resources, results_dir, slurm, slurm_inventory
+from jobs import preemption, ray_bootstrap, resources, results_dir, slurm, slurm_inventory, stop_signals
 from jobs.preflight import grid_models, grid_problems
 from streamgen.config import (
     EXECUTORS,
@@ -110,6 +110,7 @@ class RayJob(submitit.helpers.Checkpointable):
     def checkpoint(self, *args: Any, **kwargs: Any) -> submitit.helpers.DelayedSubmission:
         """Preempted or timed out: requeue this same job; the rerun resumes from the finished shards."""
         self.attempt += 1
+        stop_signals.note_requeue("SIGUSR2")  # the driver's run record: interrupted, not failed
         log.warning("checkpoint: requeueing (attempt %d will skip every finished shard)", self.attempt)
         return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
 

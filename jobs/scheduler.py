@@ -9,7 +9,10 @@ actor slots, and for each slot at most one unit in flight:
 - every ``ray.wait`` / ``ray.get`` has a timeout; a unit in flight longer than ``unit_timeout_s``
   gets its actor killed;
 - a unit whose actor died (killed, crashed, OOM) or whose follow-up failed goes back to the front
-  of its queue with ``attempts + 1``; past ``max_attempts`` it comes out as a ``Failed`` event;
+  of its queue with ``attempts + 1``; past ``max_attempts`` it comes out as a ``Failed`` event.
+  An attempt that moved the unit forward (``progress(unit)``, the driver's count of the unit's
+  spooled examples, grew) is not counted: a unit longer than its allowance finishes over several
+  attempts, each resuming where the last stopped, while one that makes no progress still fails;
 - the caller pulls what happens as events from :meth:`Scheduler.run`: :class:`Decoded` (an actor's
   value; the caller may hand back a follow-up ref, e.g. its scoring task, with :meth:`Scheduler.follow`),
   :class:`Finished` (the follow-up's value) and :class:`Failed`. A unit with a follow-up counts as done
@@ -52,6 +55,7 @@ class WorkUnit:
     attempts: int = 0
     errors: list[str] = field(default_factory=list)
     timeout_s: float | None = None  # this unit's allowance (shard_size: auto); None: the scheduler's unit_timeout_s
+    progress: int = 0  # the highest ``progress(unit)`` seen at a requeue (examples finished and kept)
 
 
 @dataclass
@@ -110,11 +114,12 @@ class Scheduler:
                  max_attempts: int = 3, poll_s: float = 0.5, unit_timeout_s: float = 1800.0,
                  load_timeout_s: float = 900.0, get_timeout_s: float = 60.0, spawn_min_units: int = 2,
                  on_dispatch: Callable[[Any, WorkUnit], None] | None = None,
+                 progress: Callable[[WorkUnit], int] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  shield: Callable[[], AbstractContextManager[Any]] = contextlib.nullcontext) -> None:
         if workers < 1:
             raise ValueError(f"workers={workers} must be ≥ 1")
-        self.spawn, self.submit, self.on_dispatch = spawn, submit, on_dispatch
+        self.spawn, self.submit, self.on_dispatch, self.progress = spawn, submit, on_dispatch, progress
         self.max_attempts, self.poll_s = max_attempts, poll_s
         self.unit_timeout_s, self.load_timeout_s = unit_timeout_s, load_timeout_s
         self.get_timeout_s, self.clock, self.spawn_min_units = get_timeout_s, clock, spawn_min_units
@@ -234,6 +239,15 @@ class Scheduler:
         self.stats.units_done += 1
 
     def _requeue(self, unit: WorkUnit, error: str) -> Iterator[Event]:
+        done = self.progress(unit) if self.progress is not None else 0
+        if done > unit.progress:  # the attempt kept finished examples: the next one resumes after them
+            log.warning("%s: %s; %d example(s) finished and kept, so this attempt is not counted", unit.key,
+                        error, done)
+            unit.progress = done
+            unit.errors.append(f"{error} (after {done} finished example(s): not counted)")
+            self.stats.requeues += 1
+            self.queues.setdefault(unit.group, deque()).appendleft(unit)
+            return
         unit.attempts += 1
         unit.errors.append(error)
         if unit.attempts >= self.max_attempts:

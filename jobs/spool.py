@@ -49,6 +49,15 @@ def spool_path(results_dir: str | os.PathLike[str], unit_key: str) -> Path:
     return spool_dir(results_dir) / f"{unit_key}.jsonl"
 
 
+def finished_examples(path: Path) -> int:
+    """How many examples a unit's spool holds (complete lines; 0 for none or an unreadable file): the
+    scheduler's measure of an attempt's progress (``jobs.scheduler``, ``progress``)."""
+    try:
+        return path.read_bytes().count(b"\n")
+    except OSError:
+        return 0
+
+
 @dataclass(frozen=True)
 class SpoolKey:
     """What a spooled line must match to be reused: the unit's shard ids (in order), the device label

@@ -89,6 +89,17 @@ class StopSignals:
         if not self._defer and self.received is not None:
             raise RunInterrupted(self.received)
 
+    @contextlib.contextmanager
+    def closing(self) -> Iterator[None]:
+        """The run is ending (its record being written, Ray stopping): a stop signal within the block is
+        noted and logged, never raised, so it cannot cut the run record short. (Slurm requeueing a job
+        sends SIGTERM a moment after the time limit's SIGUSR2 has begun the run's end.)"""
+        self._defer += 1
+        try:
+            yield
+        finally:
+            self._defer -= 1
+
 
 @contextlib.contextmanager
 def catching() -> Iterator[StopSignals]:
@@ -99,6 +110,22 @@ def catching() -> Iterator[StopSignals]:
         yield stops
     finally:
         stops.restore()
+
+
+_requeued_by: str | None = None
+
+
+def note_requeue(name: str) -> None:
+    """The Slurm job is being requeued: submitit's handler for ``name`` (the time limit's or a
+    preemption's signal) checkpointed it and exits next with ``SystemExit``. The driver then records its
+    run as ``interrupted`` by ``name``, not as failed."""
+    global _requeued_by
+    _requeued_by = name
+
+
+def requeued_by() -> str | None:
+    """The signal of :func:`note_requeue` in this process, if any."""
+    return _requeued_by
 
 
 def wrapped_in(exc: BaseException) -> RunInterrupted | None:

@@ -140,6 +140,35 @@ def test_a_units_own_timeout_replaces_the_schedulers() -> None:
     assert sorted(u.key for u, _ in done) == ["A-0", "patient"]  # 12 s > 1 s + 8 s: the default would kill it
 
 
+def test_an_attempt_that_kept_finished_examples_is_not_counted() -> None:
+    """A unit longer than its allowance finishes over several attempts when each one keeps finished
+    examples (``progress`` grows: the driver counts the unit's spool); one whose progress stops fails
+    after max_attempts counted attempts. Here ``long`` times out twice, its progress 1 then 2, and
+    finishes at its third try; ``stuck`` times out with its progress stuck at 0."""
+    kept = {"long": 0}
+
+    def progress(unit: WorkUnit) -> int:
+        if unit.key == "long":
+            kept["long"] += 1  # each of its attempts finished one more example
+        return kept.get(unit.key, 0)
+
+    def submit(actor: Any, unit: WorkUnit) -> Any:  # ``long`` is quick once two attempts have run out
+        quick = unit.key == "long" and len(unit.errors) >= 2
+        return actor.run.remote(unit.key, 0.05 if quick else 60.0)
+
+    opts = actor_options(use_gpu=False, cpus_per_actor=0.5)
+    sched = Scheduler(spawn=lambda g: ray.remote(Toy).options(**opts).remote(g), submit=submit, workers=1,
+                      poll_s=0.2, get_timeout_s=30, max_attempts=1, unit_timeout_s=1.0, load_timeout_s=3.0,
+                      progress=progress)
+    loop = Loop(sched)
+    loop.run([WorkUnit("long", "A", None), WorkUnit("stuck", "A", None)])
+    [(long, _)] = loop.done
+    assert long.key == "long" and long.attempts == 0 and long.progress == 2
+    assert len(long.errors) == 2 and all("not counted" in e for e in long.errors)
+    [(stuck, error)] = loop.failed
+    assert stuck.key == "stuck" and stuck.attempts == 1 and "not counted" not in error
+
+
 def test_gpu_actors_each_get_their_own_gpu() -> None:
     loop, done, failed = _scheduler(2, use_gpu=True)
     loop.run(_units({"A": 2, "B": 2}, payload=0.5))

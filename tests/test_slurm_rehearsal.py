@@ -5,13 +5,15 @@ so and record it; docs/cluster.md).
 
 It shows: one model actor per declared GPU, each holding a distinct GPU (node, Ray GPU id, its
 CUDA_VISIBLE_DEVICES), from the runs row's actor inventory; the resource checks passing on the
-allocation and refusing an undersized variant with one message before anything is queued.
+allocation and refusing an undersized variant with one message before anything is queued; and a unit
+killed mid-way by the time limit resuming, after Slurm requeues the job, from its finished examples.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +21,17 @@ import pytest
 
 from jobs import executors, resources
 from jobs.actors import GPU_ACTOR_CPUS
+from jobs.plan import plan_grid
 from jobs.preflight import grid_models
 from streamgen.config import ConfigError, cluster_config, grid_config
 from tests.analysis_fixtures import read_pairs
-from tests.test_slurm_cluster import _job_ids, _runs, _sinfo_nodes
+from tests.test_slurm_cluster import _final_states, _job_ids, _runs, _sinfo_nodes, _wait
 from tests.test_slurm_cluster import pytestmark as pytestmark  # the same marks and skip: no Slurm controller
 
 NODES, GPUS = 2, 2  # the test cluster: nodeA, nodeB with 2 fake GPUs each (.ci/slurm.sh)
 STANDINS = ["tiny-llama", "tiny-qwen3", "tiny-llada", "tiny-dream"]  # two autoregressive, two bidirectional
 WORKERS, SCORERS, STORE_MB = NODES * GPUS, 1, 128
+UNIT = 4  # examples in the unit killed mid-way
 
 
 def _grid(results: Path, *more: str) -> Any:
@@ -112,8 +116,38 @@ def test_the_cpu_fallback_is_said_not_silent(rehearsal: dict[str, Any]) -> None:
     assert rehearsal["log"].count("rehearsal: holding GPU") >= 1, rehearsal["log"][-3000:]
 
 
-@pytest.mark.skip(reason="needs the per-example resume of branch resume (issue 38: a requeued unit resumes from "
-                  "its finished examples); add the case here once it is merged")
-def test_a_unit_killed_at_its_time_limit_resumes_from_its_finished_examples() -> None:
+def test_a_unit_killed_at_its_time_limit_resumes_from_its_finished_examples(tmp_path: Path) -> None:
     """The study's shape, third part: a unit killed mid-way by the time limit is requeued and decodes
-    only the examples it had not finished (runs.examples_resumed > 0, every example once)."""
+    only the examples it had not finished.
+
+    At the time limit Slurm sends the job SIGUSR2 (submitit asks for ``--signal=USR2@<delay>``) and
+    submitit requeues it (jobs/executors.py); the test sends that same signal with ``scancel
+    --signal=USR2`` once a unit has spooled its first example, rather than waiting out a real limit
+    (at least a minute, and the rerun would meet it again). Examples are typed live at 25 chars/s, so
+    each takes seconds of real time (sleeping, not computing): the unit is still mid-way when the
+    signal lands. What must hold: the rerun's run record says examples were resumed from the spool,
+    every (cell, example) is written exactly once, the spool is gone, and Slurm records the requeue."""
+    results = tmp_path / "r"
+    grid = _grid(results, f"models=[{STANDINS[0]},{STANDINS[2]}]", f"limit={UNIT}", f"shard_size={UNIT}",
+                 "typing.chars_per_s=[50]", "typing.live_policy=every")
+    job = executors.submit_grid(grid, _cluster(tmp_path))
+    spools = results / "spool"
+
+    def mid_unit() -> bool:  # a unit has finished some examples, not all: its spool holds 1..UNIT-1 lines
+        lines = [f.read_bytes().count(b"\n") for f in spools.glob("*.jsonl")] if spools.is_dir() else []
+        return any(0 < n < UNIT for n in lines)
+
+    _wait(mid_unit, job, "no unit spooled an example in attempt 0")
+    subprocess.run(["scancel", "--signal=USR2", job.job_id], check=True, timeout=30)  # what the time limit sends
+    summary = executors.follow(job, poll_s=1.0)
+    head_log = job.paths.stderr.read_text()
+    assert "attempt 1" in head_log, head_log[-3000:]
+    runs = sorted(_runs(results), key=lambda r: r["started_at"])
+    assert [(r["status"], r["stop_signal"]) for r in runs] == [("interrupted", "SIGUSR2"), ("finished", None)]
+    assert runs[1]["status"] == "finished" and runs[1]["examples_resumed"] > 0  # decoded once, in attempt 0
+    assert summary.examples_resumed == runs[1]["examples_resumed"]
+    expected = sum(len(s.example_ids) for s in plan_grid(grid).shards)  # every (cell, example) of the plan
+    keys = [(r["cell_id"], r["example_id"]) for r in read_pairs(results)]
+    assert len(keys) == len(set(keys)) == expected
+    assert not list(spools.glob("*.jsonl")), "the spool is removed once the unit's shards are written"
+    assert _final_states(job.job_id) == ["REQUEUED", "COMPLETED"]  # Slurm's own record

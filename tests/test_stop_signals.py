@@ -35,6 +35,19 @@ def test_signal_during_a_write_waits_for_it() -> None:
     assert stops.received == signal.SIGTERM
 
 
+def test_a_signal_while_the_run_closes_is_noted_not_raised() -> None:
+    """The run record and Ray's shutdown run inside ``closing()``: Slurm's SIGTERM after a requeue
+    cannot cut them short, not even through a write's ``deferred()`` ending inside it."""
+    steps: list[str] = []
+    with catching() as stops, stops.closing():
+        with stops.deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            steps.append("record written")
+        steps.append("ray stopped")
+    assert steps == ["record written", "ray stopped"] and stops.received == signal.SIGTERM
+
+
 def test_second_signal_while_stopping_is_ignored() -> None:
     with catching() as stops:
         with pytest.raises(RunInterrupted):
