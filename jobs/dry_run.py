@@ -204,8 +204,9 @@ def assumption_lines(est: Estimate, answers: dict[tuple[str, str], float]) -> li
         f"N·bytes / ({d.bandwidth / 1e9:g} GB/s × {d.eff_bandwidth:g})) + layers × {d.layer_overhead_s * 1e3:g} ms",
         f"  - prompt tokens = characters / {CHARS_PER_TOKEN:g} + {TEMPLATE_TOKENS}; answers fill "
         f"{ANSWER_FRACTION:.0%} of the budget (LLaDA / Dream: their whole buffer){rows}",
-        "  - every stream step keeps nothing of its draft (an upper bound; LLaDA / Dream re-run every block's "
-        "steps); ReFusion at 2 forwards per position (its bound); base run + step 1 once per unit",
+        "  - every stream step keeps nothing of its draft (an upper bound; LLaDA / Dream then refill every block; "
+        "what keeping saves: bench/bench_estimate_refill.py); ReFusion at 2 forwards per position (its bound); "
+        "base run + step 1 once per unit",
         "  - wall: units packed perfectly over the actors, any actor serving any model; model loading, "
         "Ray start and scoring not counted",
     ]

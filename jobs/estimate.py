@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import os
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -142,18 +142,29 @@ def _seconds(work: Sequence[Forwards], size: ModelSize, device: Device, dtype: s
 
 
 def example_cost(model: ModelConfig, benchmark: str, budget: int, example: Any, segments: Sequence[str],
-                 cells: int, device: Device, size: ModelSize, answer_tokens: float | None = None) -> ExampleCost:
-    """One example's forwards and seconds in a unit of ``cells`` acceptance cells (shared work once)."""
+                 cells: int, device: Device, size: ModelSize, answer_tokens: float | None = None,
+                 kept: Sequence[float] | None = None) -> ExampleCost:
+    """One example's forwards and seconds in a unit of ``cells`` acceptance cells (shared work once).
+
+    ``kept``: per cell, the share of each later stream step's draft that is kept (its leading run,
+    rounded down); default nothing, the upper bound. ``per_cell_forwards`` is the first cell's."""
     rule = decode_rule(model, benchmark, budget)
     answer = max(1, round(answer_tokens if answer_tokens is not None else ANSWER_FRACTION * budget))
     prompts = [prompt_tokens(c) for c in _prefix_chars(example, segments, model)]
     shared = [*rule(Decode(prompts[-1], answer)), *rule(Decode(prompts[0], answer))]
-    per_cell: list[Forwards] = []
-    for k in range(1, len(prompts)):
-        per_cell.extend(rule(Decode(prompts[k], answer, draft=answer, fed=prompts[k] - prompts[k - 1] + answer)))
-    return ExampleCost(total_forwards(shared) + cells * total_forwards(per_cell),
-                       _seconds(shared, size, device, model.dtype) + cells * _seconds(per_cell, size, device, model.dtype),
-                       total_forwards(shared), total_forwards(per_cell))
+    shares = list(kept) if kept is not None else [0.0] * cells
+    if len(shares) != cells or not all(0.0 <= x <= 1.0 for x in shares):
+        raise ValueError(f"kept={shares}: need one share in [0, 1] per cell ({cells})")
+    forwards, seconds = total_forwards(shared), _seconds(shared, size, device, model.dtype)
+    per_cell: dict[float, list[Forwards]] = {}
+    for share in shares:
+        if share not in per_cell:
+            accepted = math.floor(share * answer)
+            per_cell[share] = [f for k in range(1, len(prompts)) for f in rule(
+                Decode(prompts[k], answer, draft=answer, accepted=accepted, fed=prompts[k] - prompts[k - 1] + answer))]
+        forwards += total_forwards(per_cell[share])
+        seconds += _seconds(per_cell[share], size, device, model.dtype)
+    return ExampleCost(forwards, seconds, total_forwards(shared), total_forwards(per_cell[shares[0]]))
 
 
 def unit_seconds(plan: PlanLike, device: Device, *, answer_lengths: Mapping[tuple[str, str], float] | None = None
@@ -164,8 +175,8 @@ def unit_seconds(plan: PlanLike, device: Device, *, answer_lengths: Mapping[tupl
     return {s.shard_id: v[0] for v in _units(plan, device, answer_lengths or {}).values() for s in v[2]}
 
 
-def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], float]
-           ) -> dict[str, tuple[float, int, tuple[Shard, ...], int]]:
+def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], float],
+           kept: Callable[[Any], float] | None = None) -> dict[str, tuple[float, int, tuple[Shard, ...], int]]:
     """Per unit (by its first shard id): seconds, forwards, its shards, examples decoded."""
     sizes = {name: model_size(cfg) for name, cfg in plan.models.items()}
     out: dict[str, tuple[float, int, tuple[Shard, ...], int]] = {}
@@ -181,16 +192,21 @@ def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], flo
                 continue
             cost = example_cost(cell.model, bench, cell.max_new_tokens, plan.examples[bench][example_id],
                                 plan.segments[(bench, example_id)], len(unit), device, size,
-                                answers.get((cell.model.row_model, bench)))
+                                answers.get((cell.model.row_model, bench)),
+                                [kept(s.cell) for s in unit] if kept is not None else None)
             seconds, forwards, n = seconds + cost.seconds, forwards + cost.forwards, n + 1
         out[first.shard_id] = (seconds, forwards, unit, n)
     return out
 
 
 def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
-                  answer_lengths: Mapping[tuple[str, str], float] | None = None) -> Estimate:
-    """The plan's estimate per (model, benchmark) and in total on ``workers`` actors of ``device``."""
-    units = _units(plan, device, answer_lengths or {})
+                  answer_lengths: Mapping[tuple[str, str], float] | None = None,
+                  kept: Callable[[Any], float] | None = None) -> Estimate:
+    """The plan's estimate per (model, benchmark) and in total on ``workers`` actors of ``device``.
+
+    ``kept``: a cell → the share of each later stream step's draft kept (default nothing: the upper
+    bound the dry run prints; ``bench/bench_estimate_refill.py`` sets it to read what keeping saves)."""
+    units = _units(plan, device, answer_lengths or {}, kept)
     acc: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
     ids: dict[tuple[str, str], set[str]] = defaultdict(set)
     for seconds, forwards, unit, _ in units.values():

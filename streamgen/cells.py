@@ -17,6 +17,7 @@ prompt and a benchmark's compose (:func:`effective_system_prompt`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -174,7 +175,13 @@ class Cell:
         return cell_fingerprint(self.settings())
 
     def identity(self) -> dict[str, Any]:
-        """Everything about the cell that changes its rows (timing keys only when not the default)."""
+        """Everything about the cell that changes its rows (timing keys only when not the default). The
+        same dict at every call (built once: the cell is frozen, and planning the study grid asks for it
+        ~140,000 times); read it, do not change it."""
+        return self._identity
+
+    @functools.cached_property
+    def _identity(self) -> dict[str, Any]:
         guard = {"tie_guard": self.tie_guard} if self.tie_guard is not None else {}  # absent: ids unchanged
         return {**self.timing(), **guard,
             "model": result_fields(self.model),
@@ -186,7 +193,7 @@ class Cell:
             "schema_version": SCHEMA_VERSION,
         }
 
-    @property
+    @functools.cached_property
     def cell_id(self) -> str:
         return stable_hash(self.identity())
 

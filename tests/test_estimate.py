@@ -129,6 +129,22 @@ def test_shared_work_is_counted_once_per_unit_not_per_cell() -> None:
     assert five.seconds < 5 * one.seconds
 
 
+def test_a_kept_share_prices_each_cell_by_its_own_kept_run() -> None:
+    """The same model and segments; later steps' drafts are half the budget (8 of 16 tokens). Kept
+    whole (1.0): the floor, 2 forwards a step. Half (0.5, 4 kept): block 0 has 4 of 8 masked → ceil(4 ·
+    4 / 8) = 2 steps, block 1 all 4 → 1 + 6 = 7. Nothing (0.0): 1 + 8 = 9. Under the earlier rules
+    (full_block_refill + refill_after_eos) a draft kept whole still refills block 1 whole: 1 + 4 = 5."""
+    cfg = model_config("scripted-llada-constant")
+    size = ModelSize(1_000, 2, "test")
+    segments = ("Fix this. ", "It is wrong. ", "Thanks.")
+    mixed = example_cost(cfg, "coedit", 16, _Ex(), segments, 3, A100, size, kept=[1.0, 0.5, 0.0])
+    assert mixed.forwards == 16 + 2 * (2 + 7 + 9) and mixed.per_cell_forwards == 2 * 2
+    earlier = dataclasses.replace(cfg, decoding={**cfg.decoding, "full_block_refill": True, "refill_after_eos": True})
+    assert example_cost(earlier, "coedit", 16, _Ex(), segments, 1, A100, size, kept=[1.0]).per_cell_forwards == 2 * 5
+    with pytest.raises(ValueError, match="one share in"):
+        example_cost(cfg, "coedit", 16, _Ex(), segments, 2, A100, size, kept=[1.0])
+
+
 def test_workers_are_capped_at_the_allocations_gpus() -> None:
     grid = GridConfig(workers=8)
     assert workers_on(grid, ClusterConfig(nodes=1, gpus_per_node=2)) == 2
