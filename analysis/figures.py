@@ -24,20 +24,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from analysis.render import setting_label
+
 log = logging.getLogger(__name__)
 
 SETTING = ("model", "acceptance", "tau", "variant", "verifier_mode", "settings_tag")
-
-
-def setting_label(row: dict) -> str:
-    """'model · greedy' / 'model · τ=0.9', plus variant and verifier mode when set."""
-    parts = [str(row["model"]), "greedy" if row.get("tau") is None else f"τ={row['tau']:g}"]
-    if row.get("acceptance") not in (None, "greedy", "threshold"):
-        parts[1] = f"{row['acceptance']} {parts[1]}"
-    parts += [str(row[k]) for k in ("variant", "verifier_mode") if row.get(k)]
-    if row.get("settings_tag"):
-        parts.append(f"[{row['settings_tag']}]")
-    return " · ".join(parts)
 
 
 def slug(text: str) -> str:

@@ -7,8 +7,9 @@ Formats: ``pct`` a value already in percent (1 decimal), ``share`` a fraction sh
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -41,12 +42,18 @@ def fmt(value: object, kind: str) -> str:
     return str(value)
 
 
-def setting(row: dict) -> str:
-    """The model setting a row belongs to: model, acceptance rule/τ, variant, verifier mode."""
+def setting_label(row: Mapping[str, Any]) -> str:
+    """THE label of a cell's setting, for tables, figures, the viewer and the simulation alike: model,
+    the acceptance rule (greedy, τ=0.9; a rule other than greedy/threshold by its name, with its τ if
+    any), variant, verifier mode, tie guard, and the settings tag when one cell name holds several
+    fingerprints. '' for a row without a model (an aggregate row)."""
     if "model" not in row:
         return ""
-    acc = "greedy" if row.get("tau") is None else f"τ={row['tau']:g}"
-    parts = [str(row["model"]), acc]
+    tau = row.get("tau")
+    rule = "greedy" if tau is None else f"τ={tau:g}"
+    if row.get("acceptance") not in (None, "greedy", "threshold"):
+        rule = str(row["acceptance"]) + ("" if tau is None else f" τ={tau:g}")
+    parts = [str(row["model"]), rule]
     parts += [str(row[k]) for k in ("variant", "verifier_mode") if row.get(k)]
     if row.get("tie_guard") is not None:
         parts.append(f"guard={row['tie_guard']:g}")
@@ -62,7 +69,7 @@ def row_label(row: dict) -> str:
 
 def with_labels(rows: Sequence[dict]) -> list[dict]:
     """Rows with derived ``setting`` and ``row`` columns added."""
-    return [{**r, "setting": setting(r), "row": row_label(r)} for r in rows]
+    return [{**r, "setting": setting_label(r), "row": row_label(r)} for r in rows]
 
 
 def markdown(rows: Sequence[dict] | pa.Table, columns: Sequence[Column], *, blank_repeats: str = "") -> str:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from analysis.figures import setting_label
+from analysis.render import setting_label
 from analysis.tables import connect, sql_text
 from analysis.timing import example_steps, fit_cost_models, step_facts
 from streamgen.config import ConfigError, TypingConfig

@@ -22,9 +22,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from analysis.figures import run_starts, setting_label
+from analysis.figures import run_starts
 from analysis.post_hoc import StepColumns, arrivals_at, lane_blocks, post_hoc_lanes
-from analysis.render import Column, markdown
+from analysis.render import Column, markdown, setting_label
 from analysis.tables import sql_text
 from streamgen.config import TypingConfig, load, raise_if_problems, validate_typing
 from streamgen.costmodel import CostModelError, LinearCost, fit_cost_model

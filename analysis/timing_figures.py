@@ -13,7 +13,8 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from analysis.figures import setting_label, slug
+from analysis.figures import slug
+from analysis.render import setting_label
 
 _SETTING = ("model", "acceptance", "tau", "variant", "verifier_mode")
 

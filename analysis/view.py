@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import duckdb
 
-from analysis.figures import setting_label
+from analysis.render import setting_label
 from analysis.tables import ResultsNotFoundError, connect
 
 log = logging.getLogger(__name__)

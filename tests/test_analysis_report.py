@@ -185,3 +185,21 @@ def test_run_list_shows_how_each_run_ended(tmp_path: Path) -> None:
         pq.write_table(to_table([r], RunRecord), tmp_path / "runs" / f"{r.run_id}.parquet")
     got = {r["run_id"]: r["status"] for r in build_tables(tmp_path, ["run_list"], threads=1)["run_list"].to_pylist()}
     assert got == {"run-0": None, "run-1": "interrupted (SIGTERM)", "run-2": "finished"}
+
+
+def test_one_setting_label_for_every_rule_and_field() -> None:
+    """Tables, figures, the viewer and the simulation share ``analysis.render.setting_label``: a rule
+    other than greedy/threshold is named (before, the report labelled it "greedy" and two rules of one
+    model gave two identical rows), and every field that splits a cell appears."""
+    from analysis.render import setting_label
+
+    base = {"model": "m", "acceptance": "greedy", "tau": None}
+    assert setting_label(base) == "m · greedy"
+    assert setting_label({**base, "acceptance": "threshold", "tau": 0.9}) == "m · τ=0.9"
+    assert setting_label({**base, "acceptance": "typical"}) == "m · typical"
+    assert setting_label({**base, "acceptance": "typical", "tau": 0.3}) == "m · typical τ=0.3"
+    assert setting_label({**base, "variant": "adapted", "verifier_mode": "hidden", "tie_guard": 2.0,
+                          "settings_tag": "max_new_tokens=8"}) == "m · greedy · adapted · hidden · guard=2 · [max_new_tokens=8]"
+    assert setting_label({"benchmark": "mbpp"}) == ""  # an aggregate row has no setting
+    labels = {setting_label({**base, "acceptance": a}) for a in ("greedy", "typical", "eagle")}
+    assert len(labels) == 3
