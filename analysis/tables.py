@@ -111,6 +111,9 @@ def _register_source(con: duckdb.DuckDBPyConnection, name: str, files: Sequence[
         )
     extra = "".join(", " + c for c in fill)
     con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT *{extra} FROM {scan}")
+    if name == "pairs":  # the same rows with the file each came from: named when a row is left out
+        named = scan.replace("hive_partitioning = false)", "hive_partitioning = false, filename = true)")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW pairs_files_named AS SELECT *{extra} FROM {named}")
 
 
 _DUCK_TYPES = {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}
@@ -164,8 +167,12 @@ def _report_null_keys(con: duckdb.DuckDBPyConnection) -> int:
         return 0  # a frozen reference copy of _cells.sql (bench/analysis_reference.py) has no such view
     no_cell, no_example, dropped = con.execute("SELECT no_cell, no_example, dropped FROM pairs_null_keys").fetchall()[0]
     if dropped:
+        where = ", ".join(f"{name} ({n})" for name, n in con.execute(
+            "SELECT filename, count(*) FROM pairs_files_named WHERE coalesce(cell_fingerprint, cell_id) IS NULL "
+            "OR example_id IS NULL GROUP BY filename ORDER BY filename").fetchall())
         log.warning("%d pairs rows left out: %d without a cell fingerprint or cell id, %d without an example "
-                    "id (they belong to no cell/example; not written by streamgen)", dropped, no_cell, no_example)
+                    "id (they belong to no cell/example; not written by streamgen): %s; move such files out of "
+                    "the results directory", dropped, no_cell, no_example, where)
     return int(dropped)
 
 

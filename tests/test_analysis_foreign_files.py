@@ -119,7 +119,8 @@ def test_rows_with_null_keys_are_counted(clean, tmp_path: Path, caplog: pytest.L
     # formula: row 0 and 2 have no example id, row 1 no cell (nor fingerprint): 3 rows left out
     lines = [r.getMessage() for r in caplog.records if "pairs rows left out" in r.getMessage()]
     assert lines == ["3 pairs rows left out: 1 without a cell fingerprint or cell id, 2 without an example id "
-                     "(they belong to no cell/example; not written by streamgen)"], lines
+                     f"(they belong to no cell/example; not written by streamgen): {root / 'pairs' / 'm-ar' / 'nulls.parquet'}"
+                     " (3); move such files out of the results directory"], lines
 
 
 def test_list_files_walks_names_literally(tmp_path: Path) -> None:
