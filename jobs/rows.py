@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import logging
 import time
 import traceback as tb
@@ -29,13 +28,14 @@ from jobs.tasks import DecodedShard, ExampleResult, ExampleTask, ShardTask
 from streamgen.benchmarks import Score
 from streamgen.benchmarks.base import score_columns
 from streamgen.cells import Cell, settings_json, stable_hash
+from streamgen.decoding.base import draft_fingerprint
 from streamgen.divergence import divergence
 from streamgen.exclusions import empty_answer_reason
 from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord
 from streamgen.stream import PairOutcome
 from streamgen.timeline import prefix_counts
 
-__all__ = ["SHARD_FAILED", "RowContext", "Rows", "ShardRows", "draft_fingerprint", "error_rows", "excluded_rows",
+__all__ = ["SHARD_FAILED", "RowContext", "Rows", "ShardRows", "error_rows", "excluded_rows",
            "failed_shard_rows", "outcome_rows", "remote_score_unit", "score_shard", "score_unit", "shard_context"]
 
 log = logging.getLogger(__name__)
@@ -134,11 +134,6 @@ def outcome_rows(outcome: PairOutcome, ctx: RowContext, base_score: Score | None
         "stream_is_first_draft": outcome.steps[0].answer.token_ids == final.answer.token_ids,
     })
     return Rows(pair, step_rows(outcome, ctx))
-
-
-def draft_fingerprint(token_ids: tuple[int, ...] | list[int]) -> str:
-    """A short hash of a draft's token ids: equal drafts, equal fingerprints (16 hex characters)."""
-    return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
 
 
 def _int_or_none(value: float | None) -> int | None:

@@ -28,7 +28,7 @@ from streamgen.adapt.pipeline import run_stages
 from streamgen.benchmarks.data_manifest import COLUMNS, MANIFEST_NAME, sha256_hex
 from streamgen.config import ModelConfig, load, model_config
 from streamgen.decoding.acceptance import Greedy
-from streamgen.decoding.autoregressive import common_prefix_length
+from streamgen.decoding.base import common_prefix_length
 from streamgen.models import load_decoder
 from streamgen.segment import segment
 from streamgen.stream import StreamRequest, run_stream

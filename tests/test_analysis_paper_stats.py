@@ -17,10 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis.tables import build_tables
-from jobs.rows import draft_fingerprint, outcome_rows
+from jobs.rows import outcome_rows
 from streamgen.benchmarks import Score
 from streamgen.config import model_config
 from streamgen.decoding.acceptance import Greedy, Threshold
+from streamgen.decoding.base import draft_fingerprint
 from streamgen.models import load_decoder
 from streamgen.records import PairRecord, StepRecord
 from streamgen.scoring.metrics import best_token_f1

@@ -16,11 +16,11 @@ from streamgen.decoding.autoregressive import (
     CacheRollbackError,
     KVState,
     RequestTooLongError,
-    common_prefix_length,
     new_cache,
     rollback,
     verification_from_logits,
 )
+from streamgen.decoding.base import common_prefix_length
 from streamgen.tokenizers import tiny_tokenizer
 from streamgen.weights import tiny_model
 

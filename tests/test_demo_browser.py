@@ -17,8 +17,8 @@ import pytest
 pytest.importorskip("starlette", reason="the demo needs its extra: pip install -e '.[demo]'")
 from streamgen.benchmarks import load_benchmark
 from streamgen.config import benchmark_config
+from streamgen.decoding.base import draft_fingerprint
 from streamgen.demo.server import create_app
-from streamgen.demo.session import token_digest
 from streamgen.segment import segment
 from tests.browser_support import chromium
 from tests.demo_support import HeldClock, ServerThread, config, tiny_decoder, user
@@ -124,7 +124,7 @@ def test_two_tabs_do_not_see_each_others_drafts(browser, server, decoder):
         rows = page.locator("#steps tbody tr")
         chain = [(rows.nth(k).get_attribute("data-draft-in"), rows.nth(k).get_attribute("data-answer"))
                  for k in range(rows.count())]
-        assert chain[0][0] == token_digest(())  # each tab's first step starts from no draft...
+        assert chain[0][0] == draft_fingerprint(())  # each tab's first step starts from no draft...
         assert all(after[0] == before[1] for before, after in zip(chain, chain[1:], strict=False))  # ...then its own
     assert _tokens(a, "#answer") != _tokens(b, "#answer")
     a.close(), b.close()

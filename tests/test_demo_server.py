@@ -15,9 +15,9 @@ pytest.importorskip("httpx", reason="starlette's TestClient needs httpx: pip ins
 from starlette.testclient import TestClient
 
 from streamgen.config import ConfigError
+from streamgen.decoding.base import draft_fingerprint
 from streamgen.demo.schedule import next_prefix
 from streamgen.demo.server import create_app
-from streamgen.demo.session import token_digest
 from streamgen.demo.settings import parse_args
 from streamgen.policies import Policy
 from streamgen.segment import segment
@@ -195,7 +195,7 @@ def test_two_sessions_keep_their_own_drafts(decoder, base_tokens):
     for done in (done_a, done_b):  # every step verified its own tab's previous draft
         steps = done["steps"]
         assert [s["step"] for s in steps] == list(range(1, done["segments"] + 1))
-        assert steps[0]["draft_in_id"] == token_digest(())
+        assert steps[0]["draft_in_id"] == draft_fingerprint(())
         assert all(after["draft_in_id"] == before["answer_id"] for before, after in zip(steps, steps[1:], strict=False))
     assert {s["answer_id"] for s in done_a["steps"]}.isdisjoint(s["answer_id"] for s in done_b["steps"])
     assert tuple(done_a["finished"]["answer_tokens"]) == base_tokens[REQUEST]

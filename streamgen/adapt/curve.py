@@ -33,6 +33,7 @@ from streamgen.adapt.checkpoint import Checkpoint
 from streamgen.adapt.pairs import TrainingPair
 from streamgen.adapt.train import EncodedPair, collate
 from streamgen.config import ConfigError
+from streamgen.decoding.base import common_prefix_length
 
 CURVE_FILE = "curve.jsonl"
 
@@ -67,7 +68,6 @@ def agreement(model: Any, pairs: Sequence[EncodedPair], *, pad_id: int, device: 
     """Teacher-forced draft agreement of ``model`` on ``pairs`` (module docstring); no gradients, eval mode."""
     import torch
 
-    from streamgen.decoding.autoregressive import common_prefix_length  # imports torch: here, not at import
 
     runs: list[tuple[int, int]] = []  # (leading run, answer tokens)
     was_training = model.training

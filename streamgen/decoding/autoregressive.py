@@ -28,7 +28,7 @@ from streamgen.decoding.acceptance import (
     cut_draft,
     draft_is_complete,
 )
-from streamgen.decoding.base import Family, Generation, StepResult
+from streamgen.decoding.base import Family, Generation, StepResult, common_prefix_length
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import to_host
 from streamgen.decoding.meter import ForwardMeter, device_synchronizer
@@ -81,16 +81,6 @@ def rollback(cache: Any, keep_tokens: int) -> None:
     cache.crop(-remove)
     if cache.get_seq_length() != keep_tokens:
         raise CacheRollbackError(f"rollback left {cache.get_seq_length()} tokens, expected {keep_tokens}")
-
-
-def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common leading run of two token-id sequences."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 @dataclass

@@ -8,7 +8,8 @@ acceptance rules (:mod:`streamgen.decoding.acceptance`) and chat messages (:mod:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -104,6 +105,22 @@ class Decoder(Protocol):
         ...
 
     def decode_text(self, token_ids: Sequence[int]) -> str: ...
+
+
+def common_prefix_length(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:
+    """Length of the longest common leading run of two sequences (token ids, segments)."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def draft_fingerprint(token_ids: Sequence[int]) -> str:
+    """A short hash of a draft's token ids: equal drafts, equal fingerprints (16 hex characters). The
+    steps rows' ``draft_fingerprint`` column and the demo page's draft ids."""
+    return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
 
 
 _MOVED = {

@@ -42,8 +42,8 @@ from streamgen.decoding.acceptance import (
     accepted_length,
     draft_is_complete,
 )
-from streamgen.decoding.autoregressive import AutoregressiveDecoder, common_prefix_length
-from streamgen.decoding.base import Family, Generation, StepResult
+from streamgen.decoding.autoregressive import AutoregressiveDecoder
+from streamgen.decoding.base import Family, Generation, StepResult, common_prefix_length
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.over_text import OverText

@@ -11,7 +11,6 @@ submit it runs the final (residual) step on the submitted text, whatever the pol
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
 from collections import deque
@@ -20,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 from streamgen.decoding.acceptance import AcceptanceRule
-from streamgen.decoding.base import Decoder, Generation, StepResult
+from streamgen.decoding.base import Decoder, Generation, StepResult, common_prefix_length, draft_fingerprint
 from streamgen.demo.schedule import next_prefix
 from streamgen.demo.worker import ModelWorker
 from streamgen.policies import Policy
@@ -144,7 +143,7 @@ class DemoSession:
             await self._check_fits(segs)
         self._refuse_if_closed()  # again: a submit may have landed while this update was checked
         done = segs if submit else segs[:-1]
-        keep = _common(self.segments, done)
+        keep = common_prefix_length(self.segments, done)
         del self.segments[keep:], self.arrivals[keep:]
         self.last = min(self.last, keep)
         now = self._now()
@@ -200,7 +199,7 @@ class DemoSession:
         self.draft = answer.token_ids
         if final:
             self._final = answer
-        self.last = j if _common(self.segments, segs[:j]) == j else _common(self.segments, segs)
+        self.last = j if common_prefix_length(self.segments, segs[:j]) == j else common_prefix_length(self.segments, segs)
         self._notify()
 
     def _step(self, request: StreamRequest, j: int, final: bool, draft: tuple[int, ...]) -> Ran:
@@ -214,7 +213,7 @@ class DemoSession:
                         dec.decode_text(used[: result.accepted_tokens]),
                         dec.decode_text(used[result.accepted_tokens:]),
                         dec.decode_text(answer.token_ids[result.accepted_tokens:]),
-                        token_digest(draft), token_digest(answer.token_ids)), answer)
+                        draft_fingerprint(draft), draft_fingerprint(answer.token_ids)), answer)
 
     async def _finish(self) -> None:
         assert self.submitted_at is not None and self._final is not None
@@ -265,17 +264,3 @@ class DemoSession:
         await asyncio.gather(self._task, return_exceptions=True)
         await self.worker.run(self.stream.close)
         self._notify()
-
-
-def token_digest(tokens: Sequence[int]) -> str:
-    """A short digest of a token sequence, so the page and tests can follow a draft from step to step."""
-    return hashlib.sha1(",".join(map(str, tokens)).encode()).hexdigest()[:10]
-
-
-def _common(a: Sequence[str], b: Sequence[str]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
