@@ -37,7 +37,7 @@ OUTSIDE_DOCS = tuple(a + b for a, b in [("DESIGN", " §"), ("DESIGN", ".md"), ("
 
 MD_LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 # a path token starts at a top-level directory not preceded by a path character, and runs to a space,
-# quote, bracket or separator; ':' ends it too (tests/x.py::name, file.py:12)
+# quote, bracket or separator; ':' ends it too (x.py::test_name, x.py:12)
 TOP_ALTERNATIVES = "|".join(re.escape(d) for d in TOP_DIRS)
 PATH_TOKEN = re.compile(r"(?<![\w./~-])((?:" + TOP_ALTERNATIVES + r")/[^\s`'\"()\[\],;:|]*)")
 PLACEHOLDER = re.compile(r"[*?<>{}$…]|\.\.\.|\b(?:NAME|DIR|OUT|SITE|N{2,}|X{2,})\b")
