@@ -11,7 +11,7 @@
 # cluster can reach only its own addresses. Every daemon binds its address, never 0.0.0.0
 # (CommunicationParameters=NoInAddrAny,NoCtldInAddrAny); munged and MariaDB (--skip-networking)
 # listen on unix sockets only. /etc/netns/<ns>/hosts names the hosts inside the namespaces.
-# Adapted from shared/reference/slurm-local-cluster.sh; .ci/run calls
+# Adapted from a local-Slurm recipe kept outside the repository; .ci/run calls
 #   bash .ci/slurm.sh install && bash .ci/slurm.sh start   # before the tests
 #   bash .ci/slurm.sh stop                                 # after them
 #

@@ -3,7 +3,7 @@ mean over ``window`` steps) above held-out draft agreement against steps (the sh
 answer a greedy draft from an incomplete prefix keeps, and the share of prefixes whose whole answer
 agrees; ``streamgen.adapt.curve`` defines both). Reads ``curve.jsonl``; Agg canvas, no pyplot.
 
-    python -m analysis.training_curve results/adapt/smollm2-cpu/curve.jsonl docs/adapt-curve.png
+    python -m analysis.training_curve results/adapt/smollm2-cpu/curve.jsonl docs/adapt-smollm2-cpu-curve.png
 """
 
 from __future__ import annotations

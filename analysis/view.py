@@ -10,8 +10,8 @@ thrown-away tail, accepted / generated / forwards per step, the base and stream 
 with their difference, score status and quality of each, and the cell's settings. Filters: kept
 whole / nothing / part at the final step, stream ≠ base, errors; sorting by the slowest residual.
 
-Layout: ``index.html`` + ``viewer.js`` (copied from ``analysis/viewer/``), ``data/cells.js`` (the cell
-list) and one ``data/cell-NNNN.js`` per cell, loaded by a ``<script>`` tag when the cell is picked
+Layout: ``index.html`` + ``viewer.js`` (copied from ``analysis/viewer/``), a ``data`` folder with ``cells.js`` (the
+cell list) and one ``cell-NNNN.js`` per cell, loaded by a ``<script>`` tag when the cell is picked
 (browsers block ``fetch()`` of ``file://``), so a study of 10^5 examples loads one cell at a time.
 The rows are read through ``analysis.tables.connect``: each (cell fingerprint, example) once, as in
 every table. The step texts (``arrived_text``, ``draft_kept_text``, ``draft_thrown_text``) are null in

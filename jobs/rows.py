@@ -11,7 +11,7 @@ Every row's identity columns come from one :class:`RowContext` (the cell, the sh
 device); the columns an example's own numbers fill are written once in :func:`outcome_rows`. Which
 columns an error or excluded row leaves null is derived from the record dataclasses
 (``streamgen.records``), not listed by hand: adding a column is a field on the record plus, if an
-outcome fills it, one line here. Costs are exactly as DESIGN §2/§5 define them (docs/accounting.md).
+outcome fills it, one line here. Costs are exactly as docs/design.md, 'Accounting' and 'Records', define them (docs/accounting.md).
 """
 
 from __future__ import annotations

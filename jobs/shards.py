@@ -1,4 +1,4 @@
-"""Grid → cells → shards, with stable shard ids (DESIGN §4).
+"""Grid → cells → shards, with stable shard ids (docs/design.md, 'Data flow').
 
 A **cell** (``streamgen.cells.Cell``, built here once per grid combination) is (model, benchmark,
 acceptance rule/τ, verifier mode, decode settings); a **shard** is a cell × a chunk of example ids.

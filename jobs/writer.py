@@ -1,6 +1,6 @@
 """Result files: one Parquet file per finished shard per table, written atomically; resume checks.
 
-Layout (DESIGN §5)::
+Layout (docs/design.md, 'Records')::
 
     <results_dir>/pairs/model=<m>/benchmark=<b>/<shard_id>.parquet
     <results_dir>/steps/model=<m>/benchmark=<b>/<shard_id>.parquet

@@ -1,4 +1,4 @@
-"""The cell: its identity, its settings and their fingerprint, its label — one hash of every setting that can change a cell's results (DESIGN §11).
+"""The cell: its identity, its settings and their fingerprint, its label — one hash of every setting that can change a cell's results (docs/design.md, 'Vocabulary').
 
 A cell's *name* is (model, benchmark, acceptance, τ, variant, verifier mode); its *fingerprint* also
 covers the model's weights and decode settings, the benchmark's version and config, the answer

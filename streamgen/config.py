@@ -1,6 +1,6 @@
 """Structured configuration: omegaconf dataclass schemas, YAML + ``key=value`` overrides, validation.
 
-Every entry point does the same three things (STYLE habit 3):
+Every entry point does the same three things (docs/design.md, 'Style', habit 3):
 
 1. ``load(Schema, yaml_path, overrides)`` merges schema defaults → YAML → CLI overrides in struct
    mode (an unknown key is an error) and converts once to a frozen dataclass;
@@ -156,7 +156,7 @@ class RayConfig:
 
 @dataclass(frozen=True)
 class TypingConfig:
-    """Typing timelines and drafting policies (DESIGN §11; docs/timing.md).
+    """Typing timelines and drafting policies (docs/design.md, 'Vocabulary'; docs/timing.md).
 
     ``chars_per_s`` lists the typing rates the post-hoc analysis sweeps; a live grid types at exactly
     one. Segment i arrives at (characters typed up to its end) / rate + pauses, where code blocks

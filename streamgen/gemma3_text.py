@@ -70,7 +70,7 @@ def text_config(config: Any) -> Any:
 
 def local_snapshot(path: str | Path, revision: str | None) -> Path:
     """``path`` itself when it is a folder; else the hub id's snapshot in the local cache (its JSON files
-    and safetensors only: the hub is contacted only because the model YAML names a hub id, DESIGN §7)."""
+    and safetensors only: the hub is contacted only because the model YAML names a hub id, docs/design.md, 'Principles')."""
     if Path(path).is_dir():
         return Path(path)
     from huggingface_hub import snapshot_download

@@ -1,4 +1,4 @@
-"""The live stream run: segments arrive on a clock, and drafting follows a policy (DESIGN §11).
+"""The live stream run: segments arrive on a clock, and drafting follows a policy (docs/design.md, 'Vocabulary').
 
 Where :func:`streamgen.stream.run_stream` replays prefixes 1..n back to back, :func:`run_stream_live`
 types the request on ``clock`` under a typing model: it sleeps until the step the policy picks

@@ -4,7 +4,7 @@ One schedule rule (:meth:`Policy.next_step`) drives both the post-hoc evaluation
 (:func:`evaluate`, no new runs) and the live stream run (:mod:`streamgen.live`), so the two agree by
 construction on which steps run and when they start.
 
-Policies (DESIGN §11):
+Policies (docs/design.md, 'Vocabulary'):
 
 - ``every``: draft at every segment. Step i starts at ``max(t_i, end of step i−1)`` and lasts its
   measured ``wall_s``; nothing is modelled.
@@ -150,7 +150,7 @@ def _work(s: StepFacts, draft_in: int, extra_prefix: int, cap: int | None, final
     Assumes the leading run accepted is the recorded one, shortened to the draft it is given; a
     capped speculative step stops generating once its answer has ``cap`` tokens; a final step
     regenerates whatever its (shorter) draft no longer holds. Forwards: the verify forward yields the
-    first generated token, each further token one forward feeding one token (DESIGN §2).
+    first generated token, each further token one forward feeding one token (docs/design.md, 'Accounting').
     """
     accepted = min(s.accepted_tokens, draft_in)
     answer = s.accepted_tokens + s.generated_tokens

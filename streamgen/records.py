@@ -1,8 +1,8 @@
 """Result records, one frozen dataclass per grain, and their Arrow schemas (derived in one place).
 
-Grains (DESIGN §5): ``PairRecord`` — one (cell, example); ``StepRecord`` — one segment arrival of
+Grains (docs/design.md, 'Records'): ``PairRecord`` — one (cell, example); ``StepRecord`` — one segment arrival of
 the stream run; ``RunRecord`` — one grid run; ``ScoreRecord`` — one pairs row re-scored later
-(``analysis.rescore``); ``ProbeRecord`` — one verdict of the §6.5 probe (``workflows/probe.py``). Column names listed in DESIGN §5 are a public contract (users' DuckDB
+(``analysis.rescore``); ``ProbeRecord`` — one verdict of the §6.5 probe (``workflows/probe.py``). Column names users' queries rely on are a public contract (docs/design.md, 'Records') (users' DuckDB
 queries and the nightly grid rely on them): add columns freely, never rename.
 
 Units are in the names: ``*_s`` seconds, ``*_forwards`` model calls, ``*_tokens`` tokens,

@@ -2,7 +2,7 @@
 
 Random-weight models give no draft token a probability above a few percent, so they never keep a
 draft; real small models rarely end a short answer. A scripted model makes every path of the stream
-procedure reachable and its cost computable by hand (DESIGN §11): the answer to a request is a
+procedure reachable and its cost computable by hand (docs/design.md, 'Vocabulary'): the answer to a request is a
 designed token sequence ``answer(r)`` ending in EOS, where ``r`` is the rendered request's length in
 bytes, and the model puts probability ``prob(j)`` on ``answer(r)[j]`` at answer position ``j`` (the
 rest spread evenly over the other tokens; the mask token always gets 0).

@@ -4,7 +4,7 @@ Base run: decode the complete request from scratch. Stream run: for each prefix 
 request's segments, verify the previous draft in one forward, accept its longest passing leading run,
 regenerate the rest (``StreamSession.step``). The *residual* cost is the last step's alone (what the
 user waits through after submitting); the *speculative* cost is steps 1..n-1 (work done while typing).
-See DESIGN §2 and docs/accounting.md.
+See docs/design.md, 'Accounting', and docs/accounting.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Typing timelines: when each segment of a request arrives under a typing model (DESIGN §11).
+"""Typing timelines: when each segment of a request arrives under a typing model (docs/design.md, 'Vocabulary').
 
 A typist enters the request at ``rate`` characters per second. Two refinements, both config
 (:class:`streamgen.config.TypingConfig`):

@@ -57,7 +57,7 @@ def test_every_yaml_loads_and_validates(path: Path) -> None:
 
 @pytest.mark.parametrize("name", config.available("models"))
 def test_model_configs_never_run_hub_code(name: str) -> None:
-    """DESIGN §7: model forwards are in-project; hub code runs only on an explicit opt-in."""
+    """docs/design.md, 'Principles': model forwards are in-project; hub code runs only on an explicit opt-in."""
     cfg = config.model_config(name)
     assert cfg.family in config.FAMILIES
     assert cfg.trust_remote_code is False

@@ -1,4 +1,4 @@
-"""Dependencies point one way (DESIGN §3): workflows → jobs → streamgen; analysis → streamgen.records.
+"""Dependencies point one way (docs/design.md, 'Layers'): workflows → jobs → streamgen; analysis → streamgen.records.
 
 Checked by parsing every module's imports (also the ones inside functions), without importing them.
 """

@@ -1,4 +1,4 @@
-"""Scripted models of every family: expected counts follow from DESIGN §2 and the model's design.
+"""Scripted models of every family: expected counts follow from docs/design.md, 'Accounting', and the model's design.
 
 Every number below is a formula over the script (``SCRIPTS``: answer length, k, probabilities) and the
 model YAML's decode settings, never a pinned output. ``A`` = answer tokens including EOS.
@@ -37,7 +37,7 @@ def answer_tokens(behaviour: str) -> int:
 
 
 def base_forwards(family: str, decoder, a_tokens: int) -> int:
-    """DESIGN §2. AR: 1 prefill + 1 per further token. ReFusion with slot_threshold 1.0: one slot per
+    """docs/design.md, 'Accounting'. AR: 1 prefill + 1 per further token. ReFusion with slot_threshold 1.0: one slot per
     round, 2 forwards per round. LLaDA: steps per block × blocks — the official sampler fills every block,
     also the one after the block holding the answer.
     DiffusionGemma: ⌈A / canvas⌉ canvases, each one encoder call (the request, then the previous canvas)

@@ -58,7 +58,7 @@ def scripted_prefix() -> AutoregressiveDecoder:
 
 def test_residual_and_speculative_are_separated_exactly(scripted_prefix) -> None:
     """Scripted prefix model (k fixed tokens, then a tail set by the request): step 1 decodes the whole
-    answer (A forwards), every later step keeps exactly k and costs A - k (DESIGN §2). So residual =
+    answer (A forwards), every later step keeps exactly k and costs A - k (docs/design.md, 'Accounting'). So residual =
     A - k and speculative = A + (n - 2)(A - k), whatever the properties' own definitions say."""
     from streamgen.scripted import SCRIPTS
 
@@ -75,7 +75,7 @@ def test_residual_and_speculative_are_separated_exactly(scripted_prefix) -> None
 @pytest.mark.parametrize("behaviour", ["constant", "prefix", "lastsegment"])
 def test_golden_forward_counts(behaviour: str) -> None:
     """Scripted AR models (every path: the EOS-ended draft kept whole, k kept, nothing kept): per step
-    (draft in, accepted, generated, forwards, tokens fed) from DESIGN §2. Tokens fed = the request tokens
+    (draft in, accepted, generated, forwards, tokens fed) from docs/design.md, 'Accounting'. Tokens fed = the request tokens
     the cache lacks + the draft for the verify pass, plus one per decode forward."""
     from streamgen.scripted import SCRIPTS
 

@@ -7,7 +7,7 @@ docs/timing.md and the module docstrings state it. No event queue, and nothing o
 :class:`StepFacts` dataclass as input and :meth:`LinearCost.cost` as the cost law. Times handed in
 should be multiples of ``TICK`` (then ties are exact); others are rounded up to the next tick.
 
-A step's work, from first principles (the autoregressive accounting of DESIGN §2): a step given a
+A step's work, from first principles (the autoregressive accounting of docs/design.md, 'Accounting'): a step given a
 ``d``-token draft accepts ``min(recorded accepted, d)``, regenerates up to the recorded answer length
 (capped for a speculative step under ``cap``), makes ``max(1, generated)`` forwards plus whatever the
 recorded step made beyond that law (a tie guard's forward), and feeds its request tokens, the draft,

@@ -143,7 +143,7 @@ def cut_draft(draft: Sequence[int], eos_ids: Collection[int], limit: int, *, kee
 
 def draft_is_complete(draft: Sequence[int], accepted: int, eos_ids: Collection[int], limit: int) -> bool:
     """A fully accepted draft is the answer only if it ended (EOS) or fills the budget ``limit``;
-    a shorter unfinished draft must be continued (reference/decoders.md §5.2, the reimplementers' bug)."""
+    a shorter unfinished draft must be continued (docs/diffusion.md names the bug of treating it as complete)."""
     return 0 < len(draft) == accepted and (int(draft[-1]) in eos_ids or len(draft) >= limit)
 
 

@@ -1,6 +1,6 @@
 """KV-cached greedy decoding, one-forward draft verification and cache rollback (transformers 5).
 
-Accounting (DESIGN §2, docs/accounting.md): the base run costs 1 prefill forward (which yields the
+Accounting (docs/design.md, 'Accounting'; docs/accounting.md): the base run costs 1 prefill forward (which yields the
 first answer token) + 1 forward per further token. A stream step costs 1 verify forward over
 (request tokens not already cached + draft), which yields the accepted prefix AND the next token,
 + 1 forward per further token; a fully accepted draft that ends in EOS costs exactly 1 forward.

@@ -373,7 +373,7 @@ def load_bidir_checkpoint(arch: BidirArch, folder: str | Path, *, dtype: torch.d
 def resolve_checkpoint_folder(path: str, revision: str | None, source: str) -> Path:
     """A local folder for ``path``: itself for ``source=local``; the hub snapshot for ``source=hub``.
 
-    The hub is only contacted because the user configured a hub id (DESIGN §7).
+    The hub is only contacted because the user configured a hub id (docs/design.md, 'Principles').
     """
     if source == "local":
         return Path(path)

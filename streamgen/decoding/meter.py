@@ -1,6 +1,6 @@
 """The forward meter: every model call a decoder makes, counted with tokens fed and wall time.
 
-A *forward* is one call of the model, whatever the number of tokens fed (DESIGN §2). Every call a
+A *forward* is one call of the model, whatever the number of tokens fed (docs/design.md, 'Accounting'). Every call a
 decoder makes goes through :class:`ForwardMeter`, which counts it, records the tokens fed and the
 device-synchronised wall time. Forward counts are exact and deterministic: regression tests pin them.
 A leaf module: it imports nothing from the project.

@@ -1,6 +1,6 @@
 """ReFusion: slot-based masked diffusion on a causal model, with an autoregressive verifier.
 
-One set of causal weights plays two roles (reference/decoders.md §2): fed the mask token, the logits
+One set of causal weights plays two roles (docs/diffusion.md): fed the mask token, the logits
 at a position predict THAT position (a masked-diffusion "plan"); fed clean tokens, the logits at
 ``i-1`` predict token ``i`` (an autoregressive "verifier"). Committed tokens sit in the KV cache in
 *generation order* with RoPE positions equal to their original answer index, so their KV is exact.
