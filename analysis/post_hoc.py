@@ -74,23 +74,29 @@ def post_hoc_lanes(steps: StepColumns, arrivals: np.ndarray, lane_example: np.nd
     ``arrivals``: flat, one per (lane, step) in lane order, each lane's block as long as its
     example's steps; ``lane_example``: the example of each lane; ``a_s``/``b_s``: the lane's cost
     model (NaN: none fitted).
+
+    Names: lanes are sorted by decreasing step count, so the ``live`` ones (steps left) are the leading
+    ``live_lanes``; in each round every live lane runs the step ``chosen`` by the policy after the
+    ``last_done`` one; ``rec_*`` are that step's recorded facts, which the cost model rescales where
+    the policy changed the draft the step verifies.
     """
-    n = steps.lengths[lane_example]
-    if np.any(n < 1):
+    lane_steps = steps.lengths[lane_example]
+    if np.any(lane_steps < 1):
         raise ValueError("an example with no steps cannot be evaluated")
     lanes = len(lane_example)
-    base = steps.offsets[lane_example]  # flat index of the lane's step 1 in the step columns
-    at = np.concatenate([[0], np.cumsum(n)[:-1]])  # flat index of the lane's step 1 in ``arrivals``
+    first_step = steps.offsets[lane_example]  # flat index of the lane's step 1 in the step columns
+    # flat index of the lane's step 1 in ``arrivals``
+    first_arrival = np.concatenate([[0], np.cumsum(lane_steps)[:-1]])
     down = np.diff(arrivals) < 0
-    down[at[1:] - 1] = False  # from one lane's last step to the next lane's first
+    down[first_arrival[1:] - 1] = False  # from one lane's last step to the next lane's first
     if down.any():
         raise ValueError("arrivals decrease within an example: a prefix arrived before a shorter one")
     prefix_tokens = np.maximum(0, steps.tokens_fed - steps.draft_tokens_in - (steps.forwards - 1))
-    cum = np.concatenate([[0], np.cumsum(prefix_tokens)])  # cum[i]: prefix tokens of flat steps < i
+    prefix_cum = np.concatenate([[0], np.cumsum(prefix_tokens)])  # [i]: prefix tokens of flat steps < i
     # Lanes in order of decreasing step count, so the lanes with steps left stay within a leading
     # slice that shrinks as the short ones finish (a latest lane may finish early: it then idles).
-    order = np.argsort(-n, kind="stable")
-    n, base, at = n[order], base[order], at[order]
+    order = np.argsort(-lane_steps, kind="stable")
+    lane_steps, first_step, first_arrival = lane_steps[order], first_step[order], first_arrival[order]
     a_s, b_s = a_s[order], b_s[order]
     has_cost = ~np.isnan(a_s)
 
@@ -104,61 +110,66 @@ def post_hoc_lanes(steps: StepColumns, arrivals: np.ndarray, lane_example: np.nd
     modelled = np.zeros(lanes, bool)
     failed = np.zeros(lanes, bool)
     cap = policy.cap_tokens
-    m = lanes  # lanes[:m] hold every lane with steps left
-    while m:
-        lv = slice(0, m)
-        nn, fr, arr0 = n[lv], free[lv], at[lv]
-        act = last[lv] < nn  # a lane that has run its last step (latest ends early) stays as it is
-        lst = np.minimum(last[lv], nn - 1)  # (its indices kept inside its own steps)
+    live_lanes = lanes  # lanes[:live_lanes] hold every lane with steps left
+    while live_lanes:
+        live = slice(0, live_lanes)
+        live_steps, live_free, live_first_arrival = lane_steps[live], free[live], first_arrival[live]
+        # a lane that has run its last step (latest ends early) stays as it is
+        active = last[live] < live_steps
+        last_done = np.minimum(last[live], live_steps - 1)  # (its indices kept inside its own steps)
         if policy.name == "latest":
-            now = np.maximum(fr, arrivals[arr0 + lst])  # idle until the next segment, if none has arrived
-            j = lst + 1
+            # idle until the next segment, if none has arrived
+            now = np.maximum(live_free, arrivals[live_first_arrival + last_done])
+            chosen = last_done + 1
             while True:  # the newest prefix arrived by ``now`` (arrivals do not decrease)
-                more = j < nn
-                more[more] = arrivals[arr0[more] + j[more]] <= now[more]
+                more = chosen < live_steps
+                more[more] = arrivals[live_first_arrival[more] + chosen[more]] <= now[more]
                 if not more.any():
                     break
-                j = j + more
+                chosen = chosen + more
             start = now
         else:
-            j = np.minimum((lst // policy.k + 1) * policy.k, nn) if policy.name == "every_k" else lst + 1
-            start = np.maximum(fr, arrivals[arr0 + j - 1])
-        s = base[lv] + j - 1  # the step's flat index in the step columns
-        chained = (lst == j - 1) & ~chain_modelled[lv] & (cap is None)
-        draft_in = np.where(chained, steps.draft_tokens_in[s], draft_len[lv])
-        after = base[lv] + lst  # step last + 1
-        here_c, after_c = steps.cached_tokens[s], steps.cached_tokens[after]
-        exact = (here_c != _NULL) & (after_c != _NULL)
-        extra = np.where(j == lst + 1, 0, np.where(exact, here_c - after_c, cum[s] - cum[after]))
-        acc, gen, fw, fed = (steps.accepted_tokens[s], steps.generated_tokens[s], steps.forwards[s],
-                             steps.tokens_fed[s])
-        accepted = np.minimum(acc, draft_in)
-        answer = acc + gen
+            chosen = (np.minimum((last_done // policy.k + 1) * policy.k, live_steps) if policy.name == "every_k"
+                      else last_done + 1)
+            start = np.maximum(live_free, arrivals[live_first_arrival + chosen - 1])
+        step_at = first_step[live] + chosen - 1  # the step's flat index in the step columns
+        chained = (last_done == chosen - 1) & ~chain_modelled[live] & (cap is None)
+        draft_in = np.where(chained, steps.draft_tokens_in[step_at], draft_len[live])
+        after = first_step[live] + last_done  # step last + 1
+        cached_here, cached_after = steps.cached_tokens[step_at], steps.cached_tokens[after]
+        exact = (cached_here != _NULL) & (cached_after != _NULL)
+        extra = np.where(chosen == last_done + 1, 0,
+                         np.where(exact, cached_here - cached_after, prefix_cum[step_at] - prefix_cum[after]))
+        rec_accepted, rec_generated = steps.accepted_tokens[step_at], steps.generated_tokens[step_at]
+        rec_forwards, rec_fed = steps.forwards[step_at], steps.tokens_fed[step_at]  # as recorded
+        accepted = np.minimum(rec_accepted, draft_in)
+        answer = rec_accepted + rec_generated
         if cap is not None:
-            answer = np.where(j == nn, answer, np.minimum(answer, cap))
+            answer = np.where(chosen == live_steps, answer, np.minimum(answer, cap))
         generated = np.maximum(0, answer - accepted)
-        forwards = np.maximum(1, fw + np.maximum(0, generated - 1) - np.maximum(0, gen - 1))
-        tokens = fed + extra + (draft_in - steps.draft_tokens_in[s]) + (forwards - fw)
-        changed = (forwards != fw) | (tokens != fed)
-        cost = np.where(changed, a_s[lv] * forwards + b_s[lv] * tokens, steps.wall_s[s])
+        forwards = np.maximum(1, rec_forwards + np.maximum(0, generated - 1) - np.maximum(0, rec_generated - 1))
+        tokens = rec_fed + extra + (draft_in - steps.draft_tokens_in[step_at]) + (forwards - rec_forwards)
+        changed = (forwards != rec_forwards) | (tokens != rec_fed)
+        cost = np.where(changed, a_s[live] * forwards + b_s[live] * tokens, steps.wall_s[step_at])
         end = start + cost
         # keeps up: each step before the last ends by the arrival of the step the policy planned next
-        planned = np.minimum((j // policy.k + 1) * policy.k, nn) if policy.name == "every_k" else j + 1
-        ok = (j >= nn) | (end <= arrivals[arr0 + np.minimum(planned, nn) - 1])
-        changed &= act
-        failed[lv] |= changed & ~has_cost[lv]
-        keeps[lv] &= ok | ~act
-        modelled[lv] |= changed
-        ran[lv] += act
-        start_final[lv] = np.where(act, start, start_final[lv])
-        free[lv] = np.where(act, end, fr)
-        draft_len[lv] = np.where(act, accepted + generated, draft_len[lv])
-        chain_modelled[lv] = np.where(act, changed, chain_modelled[lv])
-        last[lv] = np.where(act, j, last[lv])
-        running = np.flatnonzero(last[lv] < nn)
-        m = int(running[-1]) + 1 if running.size else 0
-    final_arrival = arrivals[at + n - 1]
-    skipped = n - ran if policy.name == "latest" else np.zeros(lanes, np.int64)
+        planned = (np.minimum((chosen // policy.k + 1) * policy.k, live_steps) if policy.name == "every_k"
+                   else chosen + 1)
+        ok = (chosen >= live_steps) | (end <= arrivals[live_first_arrival + np.minimum(planned, live_steps) - 1])
+        changed &= active
+        failed[live] |= changed & ~has_cost[live]
+        keeps[live] &= ok | ~active
+        modelled[live] |= changed
+        ran[live] += active
+        start_final[live] = np.where(active, start, start_final[live])
+        free[live] = np.where(active, end, live_free)
+        draft_len[live] = np.where(active, accepted + generated, draft_len[live])
+        chain_modelled[live] = np.where(active, changed, chain_modelled[live])
+        last[live] = np.where(active, chosen, last[live])
+        running = np.flatnonzero(last[live] < live_steps)
+        live_lanes = int(running[-1]) + 1 if running.size else 0
+    final_arrival = arrivals[first_arrival + lane_steps - 1]
+    skipped = lane_steps - ran if policy.name == "latest" else np.zeros(lanes, np.int64)
     back = np.empty(lanes, np.int64)
     back[order] = np.arange(lanes)  # to the caller's lane order
     return LaneOutcome((free - final_arrival)[back], (start_final - final_arrival)[back],
