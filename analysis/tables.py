@@ -102,7 +102,8 @@ def _register_source(con: duckdb.DuckDBPyConnection, name: str, files: Sequence[
         con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM _{name}_empty")
         return
     file_list = "[" + ", ".join(_quote(literal_glob(f)) for f in files) + "]"  # a `*` in a name is a `*`
-    scan = f"read_parquet({file_list}, union_by_name = true, hive_partitioning = false)"
+    options = "union_by_name = true, hive_partitioning = false"
+    scan = f"read_parquet({file_list}, {options})"
     present = {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()}
     fill = [f"NULL::{_duck_type(f.type)} AS {f.name}" for f in schema if f.name not in present]
     if fill:
@@ -112,7 +113,7 @@ def _register_source(con: duckdb.DuckDBPyConnection, name: str, files: Sequence[
     extra = "".join(", " + c for c in fill)
     con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT *{extra} FROM {scan}")
     if name == "pairs":  # the same rows with the file each came from: named when a row is left out
-        named = scan.replace("hive_partitioning = false)", "hive_partitioning = false, filename = true)")
+        named = f"read_parquet({file_list}, {options}, filename = true)"
         con.execute(f"CREATE OR REPLACE TEMP VIEW pairs_files_named AS SELECT *{extra} FROM {named}")
 
 

@@ -142,13 +142,6 @@ def _close_record(writer: ResultWriter, run: GridRun, status: str, stop: str | N
     log.info("run %s %s%s", run.summary.run_id, status, f" by {stop}" if stop else "")
 
 
-def _spool_progress(folder: Path | None) -> Callable[[WorkUnit], int] | None:
-    """The scheduler's measure of a unit's progress: the examples its spool holds (none without one)."""
-    if folder is None:
-        return None
-    return lambda unit: spool.finished_examples(spool.spool_path(folder.parent, unit.key))
-
-
 def _cluster_gpus() -> float:
     import ray
 
@@ -169,7 +162,7 @@ def _schedule(run: GridRun, grid: GridConfig, on_dispatch: Callable[[Any, WorkUn
                                                    cpu_fallback=run.rehearsal),
                           submit=functools.partial(submit_unit, spool_dir=str(run.spool_dir) if run.spool_dir else None),
                           workers=workers, unit_timeout_s=timeout_s, on_dispatch=on_dispatch,
-                          progress=_spool_progress(run.spool_dir), shield=run.stops.deferred)
+                          progress=run.spooled_examples if run.spool_dir else None, shield=run.stops.deferred)
     with contextlib.closing(scheduler.run(units)) as events:  # leaving early (GridAborted) kills the actors
         for event in events:
             if isinstance(event, Decoded):  # decoded on an actor: score it and build its rows on a CPU worker
@@ -281,6 +274,10 @@ class GridRun:
         if resumed := sum(d.resumed for d in decoded):
             log.info("unit %s: resumed %d examples from spool, decoded %d", decoded[0].shard_id, resumed,
                      sum(len(d.results) for d in decoded) - resumed)
+
+    def spooled_examples(self, unit: WorkUnit) -> int:
+        """The examples ``unit``'s spool holds: the scheduler's measure of an attempt's progress."""
+        return spool.finished_examples(spool.spool_path(self.summary.results_dir, unit.key))
 
     def finish(self, unit: WorkUnit, unit_rows: tuple[ShardRows, ...]) -> None:
         """Write each shard of the unit; then its spool is no longer needed."""

@@ -155,16 +155,15 @@ def example_cost(model: ModelConfig, benchmark: str, budget: int, example: Any, 
     shares = list(kept) if kept is not None else [0.0] * cells
     if len(shares) != cells or not all(0.0 <= x <= 1.0 for x in shares):
         raise ValueError(f"kept={shares}: need one share in [0, 1] per cell ({cells})")
-    forwards, seconds = total_forwards(shared), _seconds(shared, size, device, model.dtype)
-    per_cell: dict[float, list[Forwards]] = {}
-    for share in shares:
-        if share not in per_cell:
-            accepted = math.floor(share * answer)
-            per_cell[share] = [f for k in range(1, len(prompts)) for f in rule(
-                Decode(prompts[k], answer, draft=answer, accepted=accepted, fed=prompts[k] - prompts[k - 1] + answer))]
-        forwards += total_forwards(per_cell[share])
-        seconds += _seconds(per_cell[share], size, device, model.dtype)
-    return ExampleCost(forwards, seconds, total_forwards(shared), total_forwards(per_cell[shares[0]]))
+    per_cell: dict[float, tuple[int, float]] = {}  # a cell's steps 2..n by its kept share: (forwards, seconds)
+    for share in dict.fromkeys(shares):
+        accepted = math.floor(share * answer)
+        work = [f for k in range(1, len(prompts)) for f in rule(
+            Decode(prompts[k], answer, draft=answer, accepted=accepted, fed=prompts[k] - prompts[k - 1] + answer))]
+        per_cell[share] = (total_forwards(work), _seconds(work, size, device, model.dtype))
+    return ExampleCost(total_forwards(shared) + sum(per_cell[x][0] for x in shares),
+                       _seconds(shared, size, device, model.dtype) + sum(per_cell[x][1] for x in shares),
+                       total_forwards(shared), per_cell[shares[0]][0])
 
 
 def unit_seconds(plan: PlanLike, device: Device, *, answer_lengths: Mapping[tuple[str, str], float] | None = None

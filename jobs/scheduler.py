@@ -245,11 +245,9 @@ class Scheduler:
                         error, done)
             unit.progress = done
             unit.errors.append(f"{error} (after {done} finished example(s): not counted)")
-            self.stats.requeues += 1
-            self.queues.setdefault(unit.group, deque()).appendleft(unit)
-            return
-        unit.attempts += 1
-        unit.errors.append(error)
+        else:
+            unit.attempts += 1
+            unit.errors.append(error)
         if unit.attempts >= self.max_attempts:
             log.error("%s failed %d times; giving up on it: %s", unit.key, unit.attempts, error)
             self.stats.units_failed += 1
