@@ -2,7 +2,7 @@
 
 A cell *name* is (model, benchmark, acceptance, τ, variant, verifier mode). One results directory
 can hold a name under several fingerprints (two runs with different budgets, limits, system
-prompts…; see ``streamgen/cells.py``, which writes them). :func:`cell_tags` gives each fingerprint a
+prompts…; see ``streamgen/results/cells.py``, which writes them). :func:`cell_tags` gives each fingerprint a
 ``settings_tag`` naming the settings whose values differ between the name's fingerprints
 (``max_new_tokens=16``), NULL when the name has one fingerprint, and says whether the tables keep
 it (``latest=True``: only the fingerprint of the most recent run per name). ``_cells.sql`` joins

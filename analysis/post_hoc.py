@@ -1,10 +1,10 @@
 """The post-hoc typing evaluation over arrays: every replayed example under every rate and policy at once.
 
-:func:`streamgen.policies.evaluate` replays one example's steps under one policy; at study scale
+:func:`streamgen.timing.policies.evaluate` replays one example's steps under one policy; at study scale
 (10^5 examples × rates × policies) those are millions of Python calls. Here one *lane* is one
 (example, rate); a policy's schedule rule advances every lane one step per iteration with numpy, so
 the loop runs as many times as the longest example has steps, not once per step of every example.
-Each operation is the one :mod:`streamgen.policies` performs, in the same order and in float64, so
+Each operation is the one :mod:`streamgen.timing.policies` performs, in the same order and in float64, so
 the figures equal ``evaluate``'s exactly (``tests/test_post_hoc.py`` checks this against the
 per-example evaluator on generated timelines). Arrivals must not decrease within an example (a
 prefix never arrives before a shorter one; :func:`post_hoc_lanes` checks it).
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from streamgen.policies import Policy
+from streamgen.timing.policies import Policy
 
 __all__ = ["LaneOutcome", "StepColumns", "arrivals_at", "post_hoc_lanes"]
 
@@ -50,7 +50,7 @@ class StepColumns:
 
 @dataclass(frozen=True)
 class LaneOutcome:
-    """Per lane: what :class:`~streamgen.policies.PolicyOutcome` says, and ``failed`` where the policy
+    """Per lane: what :class:`~streamgen.timing.policies.PolicyOutcome` says, and ``failed`` where the policy
     changes work and the lane has no cost model (``evaluate`` raises ValueError there)."""
 
     wait_s: np.ndarray
@@ -62,7 +62,7 @@ class LaneOutcome:
 
 
 def arrivals_at(steps: StepColumns, rate: float, sentence_pause_s: float, paste_code: bool) -> np.ndarray:
-    """Each step's arrival under one typing model (:meth:`streamgen.timeline.TypingModel.arrival`)."""
+    """Each step's arrival under one typing model (:meth:`streamgen.timing.timeline.TypingModel.arrival`)."""
     typed = steps.prefix_chars - (steps.pasted_chars if paste_code else 0)
     return typed / rate + sentence_pause_s * steps.sentence_ends
 

@@ -22,8 +22,8 @@ import pyarrow.csv as pacsv
 
 from analysis.render import Column, markdown
 from analysis.tables import sql_text
-from streamgen.records import PROBE_SCHEMA
-from streamgen.result_files import literal_glob
+from streamgen.results.records import PROBE_SCHEMA
+from streamgen.results.result_files import literal_glob
 
 log = logging.getLogger(__name__)
 

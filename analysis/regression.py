@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import tables
-from streamgen.cells import cell_label
+from streamgen.results.cells import cell_label
 
 log = logging.getLogger(__name__)
 

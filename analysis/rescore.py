@@ -43,10 +43,10 @@ from analysis.tables import ResultsNotFoundError, connect_keyed
 from streamgen.benchmarks import Benchmark, Example, load_benchmark
 from streamgen.benchmarks.base import score_columns
 from streamgen.benchmarks.data_manifest import data_version, versioned
-from streamgen.cells import config_settings, stable_hash
 from streamgen.config import BenchmarkConfig, ConfigError, benchmark_config, load, resolve_data_dir
-from streamgen.records import SCHEMA_VERSION, ScoreRecord, to_table, write_parquet_atomic
-from streamgen.version import code_version
+from streamgen.results.cells import config_settings, stable_hash
+from streamgen.results.records import SCHEMA_VERSION, ScoreRecord, to_table, write_parquet_atomic
+from streamgen.results.version import code_version
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@
 Each simulated user replays one recorded example (drawn with the seed) on its typing timeline,
 starting at a seeded offset in ``[0, spread)``. One device runs one job at a time, to completion
 (no preemption; batching is left out). Jobs are drafts (a prefix, verifying the user's last
-finished draft, as :class:`streamgen.policies.Chain` costs it) and finals (the last segment: the
+finished draft, as :class:`streamgen.timing.policies.Chain` costs it) and finals (the last segment: the
 user waits from its arrival to the end of this job). A user's queued draft is replaced by a newer
 prefix (latest only per user), and dropped once the user submits. Policies:
 
@@ -38,9 +38,9 @@ from analysis.render import setting_label
 from analysis.tables import connect, sql_text
 from analysis.timing import example_steps, fit_cost_models, step_facts
 from streamgen.config import ConfigError, TypingConfig
-from streamgen.costmodel import LinearCost
-from streamgen.policies import Chain, StepFacts
-from streamgen.timeline import TypingModel
+from streamgen.timing.costmodel import LinearCost
+from streamgen.timing.policies import Chain, StepFacts
+from streamgen.timing.timeline import TypingModel
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ import duckdb
 import pyarrow as pa
 
 from analysis.fingerprints import FINGERPRINT_QUERY, cell_tags
-from streamgen.records import PAIRS_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, STEPS_SCHEMA
-from streamgen.result_files import literal_glob, readable_files
+from streamgen.results.records import PAIRS_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, STEPS_SCHEMA
+from streamgen.results.result_files import literal_glob, readable_files
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class ResultFiles:
 
 
 def find_result_files(results_dir: str | Path) -> ResultFiles:
-    """List the result files a reader may trust (``streamgen.result_files``: each foreign, empty or
+    """List the result files a reader may trust (``streamgen.results.result_files``: each foreign, empty or
     unreadable file is skipped with one warning); raises ``ResultsNotFoundError`` when no pairs file is left."""
     root = Path(results_dir)
     found = {name: readable_files(root, name).files for name in _SOURCES}

@@ -1,9 +1,9 @@
 """The typing analysis: every included example under every typing rate and drafting policy.
 
 ``_typing_inputs.sql`` gives the recorded steps; per (model, device) a cost model is fitted on the
-recorded steps and base runs (:func:`streamgen.costmodel.fit_cost_model`); each replayed example is
+recorded steps and base runs (:func:`streamgen.timing.costmodel.fit_cost_model`); each replayed example is
 evaluated post hoc under each rate of the typing config and each policy — over arrays, all
-examples and rates at once (:mod:`analysis.post_hoc`, equal to :func:`streamgen.policies.evaluate`
+examples and rates at once (:mod:`analysis.post_hoc`, equal to :func:`streamgen.timing.policies.evaluate`
 run per example, which ``tests/typing_reference.py`` keeps as the reference) — and each live
 example contributes the wait it really had.
 The rows become the ``typing_examples`` view; ``typing.sql`` aggregates them into the ``typing``
@@ -27,9 +27,9 @@ from analysis.post_hoc import StepColumns, arrivals_at, lane_blocks, post_hoc_la
 from analysis.render import Column, markdown, setting_label
 from analysis.tables import sql_text
 from streamgen.config import TypingConfig, load, raise_if_problems, validate_typing
-from streamgen.costmodel import CostModelError, LinearCost, fit_cost_model
-from streamgen.policies import Policy, StepFacts, policies_of
-from streamgen.timeline import PrefixCounts, TypingModel
+from streamgen.timing.costmodel import CostModelError, LinearCost, fit_cost_model
+from streamgen.timing.policies import Policy, StepFacts, policies_of
+from streamgen.timing.timeline import PrefixCounts, TypingModel
 
 log = logging.getLogger(__name__)
 

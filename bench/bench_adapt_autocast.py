@@ -39,8 +39,8 @@ from streamgen.adapt.pipeline import encode
 from streamgen.adapt.sources import load_requests
 from streamgen.adapt.train import EncodedSet, lora_model, train
 from streamgen.config import ConfigError, model_config, raise_if_problems
-from streamgen.segment import SentenceSegmenter
-from streamgen.weights import load_model_and_tokenizer
+from streamgen.models.weights import load_model_and_tokenizer
+from streamgen.requests.segment import SentenceSegmenter
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, AdaptConfig]:

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from streamgen.config import benchmark_config, model_config  # noqa: E402
 from streamgen.decoding.acceptance import make_rule  # noqa: E402
-from streamgen.models import load_decoder  # noqa: E402
+from streamgen.models.registry import load_decoder  # noqa: E402
 from streamgen.stream import StreamRequest, run_pair  # noqa: E402
 
 BEFORE = ["decoding.full_block_refill=true", "decoding.refill_after_eos=true"]

@@ -18,7 +18,7 @@ import torch
 
 from streamgen.config import load, model_config
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
-from streamgen.weights import load_model_and_tokenizer
+from streamgen.models.weights import load_model_and_tokenizer
 
 PROMPT = ("Write a Python function `running_mean(xs, k)` that returns the list of means of every window of "
           "k consecutive numbers in xs. Explain the algorithm briefly.")

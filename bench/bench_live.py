@@ -22,14 +22,14 @@ import torch
 
 from streamgen.benchmarks import load_benchmark
 from streamgen.config import benchmark_config, default_data_dir, load, model_config
-from streamgen.costmodel import fit_cost_model
 from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.base import StepResult
 from streamgen.live import LiveSettings, run_stream_live
-from streamgen.models import load_decoder
-from streamgen.policies import Policy, StepFacts, evaluate
+from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest, run_stream
-from streamgen.timeline import TypingModel, arrival_times
+from streamgen.timing.costmodel import fit_cost_model
+from streamgen.timing.policies import Policy, StepFacts, evaluate
+from streamgen.timing.timeline import TypingModel, arrival_times
 
 
 @dataclass(frozen=True)

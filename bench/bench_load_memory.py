@@ -13,7 +13,7 @@ Each load runs in a fresh subprocess (nothing cached between them) and reports:
 both minus the process's RSS after its imports, so the numbers are the load's own. ``before`` is the old
 code, kept here verbatim: ``AutoModelForCausalLM.from_pretrained(path, dtype=...).to(device)`` for
 transformers folders, and ``load_file`` of every shard + ``load_state_dict(assign=True)`` +
-``.to(device, dtype)`` for the in-project BidirLM. ``after`` is :func:`streamgen.weights.load_model_and_tokenizer`
+``.to(device, dtype)`` for the in-project BidirLM. ``after`` is :func:`streamgen.models.weights.load_model_and_tokenizer`
 and :func:`streamgen.decoding.bidir_models.load_bidir_checkpoint` as they are now.
 
 SmolLM2 is measured from its converted safetensors folder: the one-off GGUF conversion runs first, in this
@@ -82,7 +82,7 @@ class AnonPeak:
 def old_transformers_load(folder: str, dtype: str, device: str) -> object:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from streamgen.weights import torch_dtype
+    from streamgen.models.weights import torch_dtype
 
     AutoTokenizer.from_pretrained(folder)
     return AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype(dtype)).to(device).eval()
@@ -93,7 +93,7 @@ def old_bidir_load(folder: str, dtype: str, device: str) -> object:
     from safetensors.torch import load_file
 
     from streamgen.decoding.bidir_models import BidirLM, load_mapped_state_dict, spec_from_config
-    from streamgen.weights import torch_dtype
+    from streamgen.models.weights import torch_dtype
 
     spec = spec_from_config("llada", json.loads((Path(folder) / "config.json").read_text()))
     with torch.device("meta"):
@@ -111,7 +111,7 @@ def old_bidir_load(folder: str, dtype: str, device: str) -> object:
 
 def new_transformers_load(folder: str, dtype: str, device: str) -> object:
     from streamgen.config import ModelConfig
-    from streamgen.weights import load_model_and_tokenizer
+    from streamgen.models.weights import load_model_and_tokenizer
 
     cfg = ModelConfig(name="bench", family="autoregressive", source="local", path=folder, dtype=dtype)
     return load_model_and_tokenizer(cfg, device).model
@@ -119,7 +119,7 @@ def new_transformers_load(folder: str, dtype: str, device: str) -> object:
 
 def new_bidir_load(folder: str, dtype: str, device: str) -> object:
     from streamgen.decoding.bidir_models import load_bidir_checkpoint
-    from streamgen.weights import torch_dtype
+    from streamgen.models.weights import torch_dtype
 
     return load_bidir_checkpoint("llada", folder, dtype=torch_dtype(dtype), device=device)
 
@@ -133,7 +133,7 @@ def child(kind: str, way: str, folder: str, dtype: str, device: str) -> None:
     import transformers  # noqa: F401
 
     import streamgen.decoding.bidir_models  # noqa: F401
-    import streamgen.weights  # noqa: F401
+    import streamgen.models.weights  # noqa: F401
 
     base_kb = _status_kb("VmRSS")
     start = time.perf_counter()
@@ -154,7 +154,7 @@ def write_bidir_checkpoint(folder: Path, dtype: str) -> None:
     from safetensors.torch import save_file
 
     from streamgen.decoding.bidir_models import BidirLM, spec_from_config
-    from streamgen.weights import torch_dtype
+    from streamgen.models.weights import torch_dtype
 
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(BIDIR_CONFIG))
@@ -200,7 +200,7 @@ def main() -> None:
     if args.child:
         child(*args.child, args.device)
         return
-    from streamgen.weights import converted_gguf_folder, smollm2_gguf_path
+    from streamgen.models.weights import converted_gguf_folder, smollm2_gguf_path
 
     smollm2 = str(converted_gguf_folder(smollm2_gguf_path()))  # the one-off conversion: not measured
     with tempfile.TemporaryDirectory() as tmp:

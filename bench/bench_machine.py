@@ -5,7 +5,7 @@ fixed cost of one layer of an eager transformers forward, measured with torch on
     python bench/bench_machine.py --out results/machine.json
     python workflows/full_grid.py grid=smoke --dry-run device_file=results/machine.json   # (see below)
 
-The JSON is a device entry (``streamgen.devices.Device``, name ``cpu``): ``--dry-run`` and
+The JSON is a device entry (``streamgen.sizing.devices.Device``, name ``cpu``): ``--dry-run`` and
 ``bench/bench_estimate.py`` read it through ``STREAMGEN_DEVICE_FILE=results/machine.json`` instead of the
 table's ``cpu`` row (which holds this project's machine, measured with this script: docs/estimate.md).
 
@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from streamgen.devices import DEVICES, Device  # noqa: E402
+from streamgen.sizing.devices import DEVICES, Device  # noqa: E402
 
 
 def timings(fn: Callable[[], object], repeat: int = 7) -> list[float]:
@@ -77,7 +77,7 @@ def copy_bandwidth(mib: int = 256) -> tuple[float, float]:
 
 def layer_overhead_s() -> float:
     """Seconds per layer of a one-token eager forward of the tiny llama (no arithmetic to speak of)."""
-    from streamgen.weights import tiny_model
+    from streamgen.models.weights import tiny_model
 
     model = tiny_model("llama", 0, vocab_size=513).eval()
     ids = torch.tensor([[1]])

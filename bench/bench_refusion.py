@@ -28,9 +28,9 @@ from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.bidir_models import copying_bidir_model
 from streamgen.decoding.bidirectional import BidirectionalDecoder, BidirSettings, probe_unrelated
 from streamgen.decoding.refusion import ReFusionDecoder, ReFusionSettings
-from streamgen.models import load_decoder
-from streamgen.tokenizers import tiny_tokenizer
-from streamgen.weights import tiny_model
+from streamgen.models.registry import load_decoder
+from streamgen.models.tokenizers import tiny_tokenizer
+from streamgen.models.weights import tiny_model
 
 REQUESTS = [
     "Write a Python function that returns the sum of a list of integers.",

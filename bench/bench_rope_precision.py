@@ -39,8 +39,8 @@ from streamgen.decoding.bidir_models import (  # noqa: E402
     map_parameter_name,
     tiny_bidir_model,
 )
-from streamgen.rope import is_rope_buffer  # noqa: E402
-from streamgen.weights import torch_dtype  # noqa: E402
+from streamgen.models.rope import is_rope_buffer  # noqa: E402
+from streamgen.models.weights import torch_dtype  # noqa: E402
 from tests.rope_reference import Agreement, RefShape, agreement, reference_logits  # noqa: E402
 
 ANSWER = 64
@@ -123,8 +123,8 @@ def _bidir(facts: Facts, arch: str, mode: str, folder: Path,
 
 def _refusion(facts: Facts, folder: Path, dtype: str) -> tuple[torch.nn.Module, RefShape, dict[str, torch.Tensor]]:
     """A scaled-down Qwen3 saved as a checkpoint folder, loaded as configs/models/refusion-8b.yaml loads."""
-    from streamgen.tokenizers import tiny_tokenizer
-    from streamgen.weights import load_model_and_tokenizer, tiny_model
+    from streamgen.models.tokenizers import tiny_tokenizer
+    from streamgen.models.weights import load_model_and_tokenizer, tiny_model
 
     fp32 = tiny_model("qwen3", seed=0, vocab_size=VOCAB, hidden_size=facts.heads * facts.head_dim,
                       head_dim=facts.head_dim, num_attention_heads=facts.heads, num_key_value_heads=facts.kv_heads,

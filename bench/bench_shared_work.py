@@ -24,8 +24,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from bench.compare_results import rows  # noqa: E402
 from jobs.driver import GridSummary, run_grid  # noqa: E402
-from streamgen.cells import cell_label  # noqa: E402
 from streamgen.config import grid_config  # noqa: E402
+from streamgen.results.cells import cell_label  # noqa: E402
 
 DEFAULTS = ["models=[tiny-llama,tiny-llada,scripted-ar-calibrated,scripted-refusion-calibrated]",
             "benchmarks=[coedit]", "acceptance=[greedy,threshold]", "taus=[0.3,0.5,0.7,0.9]", "limit=4",

@@ -18,9 +18,9 @@ import torch
 from streamgen.config import load, model_config
 from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.autoregressive import AutoregressiveDecoder, KVState
-from streamgen.segment import segment
+from streamgen.models.weights import load_model_and_tokenizer
+from streamgen.requests.segment import segment
 from streamgen.stream import StreamRequest, run_stream
-from streamgen.weights import load_model_and_tokenizer
 
 REQUEST = ("Write a Python function that checks whether a string is a palindrome. Ignore case and spaces. "
            "Return True or False. Add a short docstring.")

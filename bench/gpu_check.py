@@ -36,14 +36,14 @@ from bench_verify import time_verify_vs_decode  # noqa: E402  (bench/ is on the 
 
 from analysis.tables import table_over_pairs  # noqa: E402
 from jobs.rows import RowContext, outcome_rows  # noqa: E402
-from streamgen.cells import Cell  # noqa: E402
 from streamgen.config import BenchmarkConfig, ModelConfig, load, model_config  # noqa: E402
 from streamgen.decoding.acceptance import Greedy  # noqa: E402
 from streamgen.decoding.autoregressive import AutoregressiveDecoder  # noqa: E402
-from streamgen.models import load_decoder  # noqa: E402
-from streamgen.numerics import numerics_record  # noqa: E402
-from streamgen.records import PairRecord, to_table  # noqa: E402
-from streamgen.segment import segment  # noqa: E402
+from streamgen.decoding.numerics import numerics_record  # noqa: E402
+from streamgen.models.registry import load_decoder  # noqa: E402
+from streamgen.requests.segment import segment  # noqa: E402
+from streamgen.results.cells import Cell  # noqa: E402
+from streamgen.results.records import PairRecord, to_table  # noqa: E402
 from streamgen.stream import StreamRequest, run_pair  # noqa: E402
 from streamgen.warmup import WarmUp, warm_up  # noqa: E402
 

@@ -32,11 +32,11 @@ from streamgen.decoding.base import Decoder
 from streamgen.decoding.meter import MeterReading
 
 if TYPE_CHECKING:  # the driver imports this module without torch/transformers; actors import them
-    from streamgen.cells import Cell
     from streamgen.decoding.family import ModelFamily
+    from streamgen.models.weights import LoadedModel
+    from streamgen.results.cells import Cell
     from streamgen.stream import PairOutcome
     from streamgen.warmup import WarmUp
-    from streamgen.weights import LoadedModel
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class ModelActor:
                  cpu_fallback: bool = False) -> None:
         import torch
 
-        from streamgen.weights import loading_bars
+        from streamgen.models.weights import loading_bars
 
         torch.set_num_threads(max(1, threads))
         self.model = model
@@ -324,8 +324,8 @@ def _meter_since(decoder: Decoder, before: MeterReading | None) -> MeterReading 
 
 def _load_weights(cfg: ModelConfig, device: str) -> tuple[ModelFamily, LoadedModel]:
     """(family, loaded model+tokenizer): the weights are loaded once per actor and shared by every
-    decoder built over them (as ``streamgen.models.load_decoder`` does for one decoder)."""
-    from streamgen.models import model_family
+    decoder built over them (as ``streamgen.models.registry.load_decoder`` does for one decoder)."""
+    from streamgen.models.registry import model_family
 
     family = model_family(cfg.family)
     return family, family.load(cfg, device)
@@ -364,7 +364,7 @@ def _numerics_json(model: Any, device: str) -> str:
     """The actor's numerics record as JSON (the KV cache class: the autoregressive decoders'; the
     diffusion decoders build the same class)."""
     from streamgen.decoding.autoregressive import new_cache
-    from streamgen.numerics import numerics_record
+    from streamgen.decoding.numerics import numerics_record
 
     return numerics_record(model, device, type(new_cache()).__name__).to_json()
 

@@ -43,8 +43,8 @@ from jobs.tasks import DecodedShard, Placement, ShardTask
 from jobs.unit_sizing import unit_timeouts
 from jobs.writer import ResultWriter
 from streamgen.config import ClusterConfig, GridConfig, cluster_config
-from streamgen.records import SCHEMA_VERSION, RunRecord
-from streamgen.version import code_version
+from streamgen.results.records import SCHEMA_VERSION, RunRecord
+from streamgen.results.version import code_version
 
 __all__ = ["GridAborted", "GridSummary", "SandboxUnavailable", "Timings", "run_grid"]
 

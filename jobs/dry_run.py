@@ -41,8 +41,8 @@ from jobs.resources import WorkFacts, known_facts
 from jobs.unit_sizing import UNIT_FRACTION, target_unit_s
 from jobs.writer import ResultWriter
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, cluster_config, raise_if_problems
-from streamgen.parameters import model_parameters
-from streamgen.result_files import readable_files
+from streamgen.results.result_files import readable_files
+from streamgen.sizing.parameters import model_parameters
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 For every work unit the driver would run (``jobs.shared_work.group_shards``: one (model, benchmark,
 verifier mode, example chunk) across its acceptance cells) and every example in it that is not excluded
-up front, the family's forward rule (``streamgen.forward_counts``) gives each decode's forwards and
-tokens, and ``streamgen.devices.forward_seconds`` each forward's time on the grid's device:
+up front, the family's forward rule (``streamgen.sizing.forward_counts``) gives each decode's forwards and
+tokens, and ``streamgen.sizing.devices.forward_seconds`` each forward's time on the grid's device:
 
 - the **shared work** — the base run over the complete request and stream step 1 (no draft) — once per
   unit and example, not once per cell (``jobs/shared_work.py``);
@@ -34,9 +34,9 @@ from typing import Any, Protocol
 from jobs.shards import Shard
 from jobs.shared_work import group_shards
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, ModelConfig, cluster_config
-from streamgen.devices import DEVICES, Device, device_from_file, forward_seconds
-from streamgen.forward_counts import Decode, Forwards, decode_rule, total_forwards
-from streamgen.parameters import ModelSize, model_size
+from streamgen.sizing.devices import DEVICES, Device, device_from_file, forward_seconds
+from streamgen.sizing.forward_counts import Decode, Forwards, decode_rule, total_forwards
+from streamgen.sizing.parameters import ModelSize, model_size
 
 __all__ = ["ANSWER_FRACTION", "CHARS_PER_TOKEN", "Estimate", "ExampleCost", "estimate_plan", "example_cost",
            "grid_device", "model_parameters", "unit_seconds", "workers_on"]
@@ -45,7 +45,7 @@ CHARS_PER_TOKEN = 4.0  # assumption: English prose and code average about 4 char
 TEMPLATE_TOKENS = 16  # assumption: chat-template tokens around the request
 ANSWER_FRACTION = 0.5  # assumption: an answer without earlier rows fills half its budget
 
-from streamgen.parameters import model_parameters  # noqa: E402  (re-exported: the cluster checks call it here)
+from streamgen.sizing.parameters import model_parameters  # noqa: E402  (re-exported: the cluster checks call it here)
 
 
 class PlanLike(Protocol):

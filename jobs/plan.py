@@ -29,7 +29,6 @@ from jobs import resources
 from jobs.preflight import preflight, recorded_snapshots, snapshot_conflicts
 from jobs.shards import Shard, expand_cells, expand_shards
 from jobs.tasks import ExampleTask, ShardTask
-from streamgen.cells import effective_system_prompt
 from streamgen.config import (
     GRANULARITIES,
     BenchmarkConfig,
@@ -45,8 +44,9 @@ from streamgen.config import (
     unused_overrides,
     validate_grid,
 )
-from streamgen.granularity import make_segmenter
-from streamgen.segment import Segmenter
+from streamgen.requests.segment import Segmenter
+from streamgen.results.cells import effective_system_prompt
+from streamgen.timing.granularity import make_segmenter
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class GridPlan:
 def cell_problems(grid: GridConfig, models: dict[str, ModelConfig], benches: dict[str, BenchmarkConfig]) -> list[str]:
     """What would stop a model decoding a (benchmark, answer budget) cell: its family's own check (e.g.
     a diffusion buffer the official sampler cannot cut into blocks of that length)."""
-    from streamgen.models import FAMILIES
+    from streamgen.models.registry import FAMILIES
 
     p: list[str] = []
     for cfg in models.values():
@@ -109,8 +109,8 @@ def cell_problems(grid: GridConfig, models: dict[str, ModelConfig], benches: dic
 
 def model_problems(cfg: ModelConfig) -> list[str]:
     """Whether ``cfg``'s weights are where it says (nothing is loaded; ``validate_model`` checks the family
-    against ``streamgen.config.FAMILIES``, the names ``streamgen.models.FAMILIES`` lists)."""
-    from streamgen import weights
+    against ``streamgen.config.FAMILIES``, the names ``streamgen.models.registry.FAMILIES`` lists)."""
+    from streamgen.models import weights
 
     p: list[str] = []
     try:

@@ -2,7 +2,7 @@
 
 Run by ``jobs.plan.plan_grid`` (so by ``--dry-run`` and at the start of every run). For each model
 with ``source: hub`` or ``source: local`` (tiny, scripted and packaged models have nothing to check
-here), :mod:`streamgen.checkpoints` says whether its snapshot is cached, whether its config builds the
+here), :mod:`streamgen.models.checkpoints` says whether its snapshot is cached, whether its config builds the
 model, whether its weights fit one to one and whether its EOS and mask ids agree. A hub model's
 configured revision (None: ``main``) is resolved to the snapshot's commit, and the model config the
 actors receive carries ``revision: <commit>``: the weights cannot change under the cell's fingerprint
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from streamgen.checkpoints import Snapshot, checkpoint_problems, find_snapshot, missing_snapshot_line
 from streamgen.config import ConfigError, GridConfig, ModelConfig, model_config
-from streamgen.result_files import readable_files
+from streamgen.models.checkpoints import Snapshot, checkpoint_problems, find_snapshot, missing_snapshot_line
+from streamgen.results.result_files import readable_files
 
 log = logging.getLogger(__name__)
 

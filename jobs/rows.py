@@ -10,7 +10,7 @@ traceback).
 Every row's identity columns come from one :class:`RowContext` (the cell, the shard and run, the
 device); the columns an example's own numbers fill are written once in :func:`outcome_rows`. Which
 columns an error or excluded row leaves null is derived from the record dataclasses
-(``streamgen.records``), not listed by hand: adding a column is a field on the record plus, if an
+(``streamgen.results.records``), not listed by hand: adding a column is a field on the record plus, if an
 outcome fills it, one line here. Costs are exactly as docs/design.md, 'Accounting' and 'Records', define them (docs/accounting.md).
 """
 
@@ -27,13 +27,13 @@ from typing import Any, NamedTuple
 from jobs.tasks import DecodedShard, ExampleResult, ExampleTask, ShardTask
 from streamgen.benchmarks import Score
 from streamgen.benchmarks.base import score_columns
-from streamgen.cells import Cell, settings_json, stable_hash
 from streamgen.decoding.base import draft_fingerprint
-from streamgen.divergence import divergence
+from streamgen.diagnostics.divergence import divergence
 from streamgen.exclusions import empty_answer_reason
-from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord
+from streamgen.results.cells import Cell, settings_json, stable_hash
+from streamgen.results.records import SCHEMA_VERSION, PairRecord, StepRecord
 from streamgen.stream import PairOutcome
-from streamgen.timeline import prefix_counts
+from streamgen.timing.timeline import prefix_counts
 
 __all__ = ["SHARD_FAILED", "RowContext", "Rows", "ShardRows", "error_rows", "excluded_rows",
            "failed_shard_rows", "outcome_rows", "remote_score_unit", "score_shard", "score_unit", "shard_context"]
@@ -55,7 +55,7 @@ class RowContext:
     device: str = "unknown"
     actor_id: str | None = None
     thresholds: tuple[float | None, float | None] = (None, None)  # ReFusion's effective (slot, token)
-    numerics: str | None = None  # JSON: the actor's NumericsRecord (streamgen.numerics)
+    numerics: str | None = None  # JSON: the actor's NumericsRecord (streamgen.decoding.numerics)
 
     def columns(self) -> dict[str, Any]:
         """The identity columns, by record column name (each record takes those it has)."""

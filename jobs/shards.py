@@ -1,6 +1,6 @@
 """Grid → cells → shards, with stable shard ids (docs/design.md, 'Data flow').
 
-A **cell** (``streamgen.cells.Cell``, built here once per grid combination) is (model, benchmark,
+A **cell** (``streamgen.results.cells.Cell``, built here once per grid combination) is (model, benchmark,
 acceptance rule/τ, verifier mode, decode settings); a **shard** is a cell × a chunk of example ids.
 A shard id is a hash of everything that changes the shard's rows: the full model spec (weights source, revision, decode settings), the full benchmark config (its data
 version, prompt, scoring), acceptance and τ, max_new_tokens, the example ids, the run-order seed and
@@ -15,8 +15,8 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from streamgen.cells import HASH_CHARS, Cell, numerics_settings, stable_hash
 from streamgen.config import VERIFIER_MODE_FAMILIES, BenchmarkConfig, GridConfig, ModelConfig
+from streamgen.results.cells import HASH_CHARS, Cell, numerics_settings, stable_hash
 
 __all__ = ["HASH_CHARS", "Cell", "Shard", "acceptance_rules", "balanced_order", "expand_cells", "expand_shards",
            "size_key", "stable_hash"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from jobs.shards import Shard
-from streamgen.cells import stable_hash
+from streamgen.results.cells import stable_hash
 
 
 def sharing_key(shard: Shard) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.shards import Shard
-from streamgen.cells import Cell
+from streamgen.results.cells import Cell
 
 if TYPE_CHECKING:
     from streamgen.stream import PairOutcome, StreamRequest
@@ -89,7 +89,7 @@ class DecodedShard:
     load_s: float  # the actor's model load, reported with its first shard only (0.0 afterwards)
     cpu_s: float = 0.0  # CPU time of the actor process during run_shard (contention-independent)
     thresholds: tuple[float | None, float | None] = (None, None)  # effective (slot, token): ReFusion only
-    numerics: str | None = None  # JSON: the actor's streamgen.numerics.NumericsRecord
+    numerics: str | None = None  # JSON: the actor's streamgen.decoding.numerics.NumericsRecord
     placement: Placement = Placement()  # the actor's GPU (runs row inventory: one actor per GPU)
 
     @property

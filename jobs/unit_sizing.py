@@ -22,8 +22,8 @@ from typing import Any
 from jobs.estimate import PlanLike, example_cost, grid_device, unit_seconds
 from jobs.shards import Cell, size_key
 from streamgen.config import ClusterConfig
-from streamgen.devices import Device
-from streamgen.parameters import model_size
+from streamgen.sizing.devices import Device
+from streamgen.sizing.parameters import model_size
 
 __all__ = ["TIMEOUT_FACTOR", "TIMEOUT_FLOOR_S", "UNIT_FRACTION", "auto_shard_sizes", "target_unit_s", "unit_timeout_s",
            "unit_timeouts"]

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from jobs.results_dir import ResultsLock, named_io_errors
 from jobs.shards import Shard
-from streamgen.records import (
+from streamgen.results.records import (
     PairRecord,
     RunRecord,
     StepRecord,

@@ -58,7 +58,7 @@ EXECUTORS = ("local", "debug", "slurm")
 GRANULARITIES = ("sentence", "word", "chars")
 POLICIES = ("every", "latest", "every_k", "cap")
 LIVE_POLICIES = ("every", "latest", "every_k")
-DEVICE_NAMES = ("a100-80gb", "a6000", "h100", "h200", "cpu")  # streamgen.devices.DEVICES' keys
+DEVICE_NAMES = ("a100-80gb", "a6000", "h100", "h200", "cpu")  # streamgen.sizing.devices.DEVICES' keys
 ESTIMATE_ONLY_MODEL_FIELDS = ("parameters", "layers")  # ModelConfig fields no result depends on  # a draft cap changes decoding itself: post hoc only
 
 
@@ -114,7 +114,7 @@ class ModelConfig:
     # An adapted model: the plain model's name. Its result rows carry that name as `model` (and
     # `variant`), so Table 3 sets the variant next to the plain model (docs/adaptation.md).
     base_model: str | None = None
-    # For the GPU-hour estimate only (streamgen/parameters.py), where no config.json is cached: the model
+    # For the GPU-hour estimate only (streamgen/sizing/parameters.py), where no config.json is cached: the model
     # card's parameter count and layer count. They change no result: not in shard ids or fingerprints.
     parameters: int | None = None
     layers: int | None = None
@@ -142,7 +142,7 @@ class BenchmarkConfig:
     metric: str = "pass@1"  # pass@1 | f1
     timeout_s: float = 10.0
     max_new_tokens: int = 512
-    system_prompt: str | None = None  # the answer-format instruction; after the model's own (streamgen.cells)
+    system_prompt: str | None = None  # the answer-format instruction; after the model's own (streamgen.results.cells)
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -241,7 +241,7 @@ class ClusterConfig:
     max_requeues: int = 3
     log_dir: str = "results/slurm_logs"
     setup: list[str] = field(default_factory=list)  # shell lines run before the job (module load ...)
-    # The accelerator of each GPU, for the GPU-hour estimate and automatic shard sizes (streamgen/devices.py):
+    # The accelerator of each GPU, for the GPU-hour estimate and automatic shard sizes (streamgen/sizing/devices.py):
     # one of DEVICE_NAMES; null: `cpu` (this machine's measured row)
     device: str | None = None
 
@@ -376,7 +376,7 @@ def validate_model(cfg: ModelConfig) -> list[str]:
     if cfg.source in ("hub", "local", "gguf") and not cfg.path:
         p.append(f"model {n}: source={cfg.source} needs path= (a hub id, a folder or a .gguf file)")
     if cfg.source == "scripted" and not cfg.path:
-        p.append(f"model {n}: source=scripted needs path=<behaviour> (streamgen.scripted.SCRIPTS)")
+        p.append(f"model {n}: source=scripted needs path=<behaviour> (streamgen.models.scripted.SCRIPTS)")
     if cfg.source == "tiny" and cfg.tiny_arch not in TINY_ARCHS:
         p.append(f"model {n}: source=tiny needs tiny_arch in {TINY_ARCHS}, got {cfg.tiny_arch!r}")
     if cfg.dtype not in DTYPES:
@@ -498,7 +498,7 @@ def cluster_device_problems(cluster: ClusterConfig) -> list[str]:
     if cluster.device is None or cluster.device in DEVICE_NAMES:
         return []
     return [f"cluster {cluster.name}: device={cluster.device!r} is not one of {DEVICE_NAMES} (the GPU-hour "
-            "estimate's device table, streamgen/devices.py); e.g. device: a100-80gb, or null for this machine"]
+            "estimate's device table, streamgen/sizing/devices.py); e.g. device: a100-80gb, or null for this machine"]
 
 
 def result_fields(model: ModelConfig) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Where :func:`streamgen.stream.run_stream` replays prefixes 1..n back to back, :func:`run_stream_live`
 types the request on ``clock`` under a typing model: it sleeps until the step the policy picks
 may start, runs it, and asks the policy again once the device is free — skipping stale prefixes
-exactly as :func:`streamgen.policies.evaluate` does post hoc. The clock and sleep are injected
+exactly as :func:`streamgen.timing.policies.evaluate` does post hoc. The clock and sleep are injected
 (real time by default), so a test can drive the live run on a fake clock and check it against the
 post-hoc figures exactly.
 """
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from streamgen.config import LIVE_POLICIES, ConfigError, TypingConfig
 from streamgen.decoding.acceptance import AcceptanceRule
 from streamgen.decoding.base import Decoder, StepResult
-from streamgen.policies import Policy
-from streamgen.request import StreamRequest
-from streamgen.timeline import TypingModel, arrival_times
+from streamgen.requests.request import StreamRequest
+from streamgen.timing.policies import Policy
+from streamgen.timing.timeline import TypingModel, arrival_times
 
 __all__ = ["LiveSettings", "StepTiming", "run_stream_live"]
 

@@ -18,7 +18,7 @@ from streamgen.config import ConfigError
 from streamgen.decoding.acceptance import AcceptanceRule
 from streamgen.decoding.base import Decoder, Generation, StepResult
 from streamgen.live import LiveSettings, StepTiming, run_stream_live
-from streamgen.request import StreamRequest
+from streamgen.requests.request import StreamRequest
 
 log = logging.getLogger(__name__)
 

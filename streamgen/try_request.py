@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from streamgen.config import ACCEPTANCE_RULES, ConfigError, check_tau, load, model_config, raise_if_problems
 from streamgen.decoding.acceptance import make_rule
-from streamgen.models import load_decoder
-from streamgen.segment import segment
+from streamgen.models.registry import load_decoder
+from streamgen.requests.segment import segment
 from streamgen.stream import PairOutcome, StreamRequest, run_pair
 
 USAGE = 'usage: python -m streamgen.try_request "REQUEST" [model=smollm2] [acceptance=greedy|threshold tau=0.9] ' \

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.base import Decoder
-from streamgen.request import StreamRequest
+from streamgen.requests.request import StreamRequest
 from streamgen.stream import run_pair
 
 # Two segments: the stream run takes both paths a timed pair takes (a first draft, then verify → accept).

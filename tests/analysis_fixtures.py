@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from hypothesis import strategies as st
 
-from streamgen.records import (
+from streamgen.results.records import (
     SCHEMA_VERSION,
     PairRecord,
     RunRecord,

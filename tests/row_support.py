@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from jobs.rows import RowContext
-from streamgen.cells import Cell
 from streamgen.config import TypingConfig, benchmark_config, model_config
+from streamgen.results.cells import Cell
 
 
 def row_context(model: str = "tiny-llama", benchmark: str = "humaneval", acceptance: str = "greedy",

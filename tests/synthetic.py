@@ -16,7 +16,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamgen.records import PAIRS_SCHEMA, RUNS_SCHEMA, SCHEMA_VERSION, STEPS_SCHEMA, write_parquet_atomic
+from streamgen.results.records import (
+    PAIRS_SCHEMA,
+    RUNS_SCHEMA,
+    SCHEMA_VERSION,
+    STEPS_SCHEMA,
+    write_parquet_atomic,
+)
 
 # benchmark → (P(keep all) under greedy, P(part), quality metric is pass@1?, mean answer tokens)
 BENCHMARKS: dict[str, tuple[float, float, bool, float]] = {

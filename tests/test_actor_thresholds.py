@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from jobs.rows import outcome_rows, shard_context
 from streamgen.benchmarks import Example
-from streamgen.cells import Cell
 from streamgen.config import benchmark_config, model_config
+from streamgen.results.cells import Cell
 from streamgen.stream import StreamRequest
 
 REQ = StreamRequest("e1", (), ("Write a function that adds two numbers. ", "Use type hints."))

@@ -29,9 +29,9 @@ from streamgen.adapt.train import encode_pairs, lora_model, train
 from streamgen.config import ConfigError, default_data_dir, model_config
 from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
-from streamgen.segment import SentenceSegmenter, segment
+from streamgen.models.weights import load_model_and_tokenizer
+from streamgen.requests.segment import SentenceSegmenter, segment
 from streamgen.stream import StreamRequest, run_stream
-from streamgen.weights import load_model_and_tokenizer
 
 MAX_NEW = 8
 REQUESTS = (
@@ -224,7 +224,7 @@ def test_collated_labels_cover_answer_tokens_only() -> None:
 
 def test_training_prompts_compose_the_adapted_prompt_with_the_benchmarks_as_the_grid_does() -> None:
     from streamgen.adapt.pipeline import composed_messages
-    from streamgen.cells import effective_system_prompt
+    from streamgen.results.cells import effective_system_prompt
 
     bench = [{"role": "system", "content": "Answer in one code block."}, {"role": "user", "content": "Write f"}]
     out = composed_messages(bench, "The request may be incomplete.")

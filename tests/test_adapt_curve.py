@@ -17,7 +17,7 @@ from streamgen.adapt.pairs import TrainingPair
 from streamgen.adapt.pipeline import make_pairs, read_pairs, train_adapter
 from streamgen.adapt.train import EncodedPair
 from streamgen.config import ConfigError, model_config
-from streamgen.weights import load_model_and_tokenizer
+from streamgen.models.weights import load_model_and_tokenizer
 
 
 def _greedy(model, prompt: list[int], n: int) -> list[int]:

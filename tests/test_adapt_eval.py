@@ -23,7 +23,7 @@ from streamgen.adapt.config import LoraSettings
 from streamgen.adapt.merge import adapted_config, merged_model, save_model_folder, write_model_yaml
 from streamgen.adapt.train import lora_model
 from streamgen.config import REPO_ROOT, ConfigError, grid_config, model_config, validate_grid
-from streamgen.weights import load_model_and_tokenizer
+from streamgen.models.weights import load_model_and_tokenizer
 
 VARIANT = "x-7"
 
@@ -96,7 +96,7 @@ def test_two_models_writing_the_same_model_and_variant_are_refused(configs: Path
 
 def test_preserved_share_is_a_ratio_of_token_sums(tmp_path: Path) -> None:
     """Σ accepted / Σ draft over the cell's included requests (long drafts weigh more), not a mean of ratios."""
-    from streamgen.records import PairRecord, to_table, write_parquet_atomic
+    from streamgen.results.records import PairRecord, to_table, write_parquet_atomic
     from tests.analysis_fixtures import pair_record
 
     rows = [pair_record(example_id=f"e{i}", variant=v, cell_id=str(v), draft_tokens_final=d,

@@ -29,8 +29,8 @@ from streamgen.benchmarks.data_manifest import COLUMNS, MANIFEST_NAME, sha256_he
 from streamgen.config import ModelConfig, load, model_config
 from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.base import common_prefix_length
-from streamgen.models import load_decoder
-from streamgen.segment import segment
+from streamgen.models.registry import load_decoder
+from streamgen.requests.segment import segment
 from streamgen.stream import StreamRequest, run_stream
 
 MAX_NEW = 8

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from analysis.report import write_report
 from analysis.tables import build_tables
-from streamgen.records import PairRecord
+from streamgen.results.records import PairRecord
 from tests.analysis_fixtures import RecordSet, pair_record, write_record_set
 from tests.test_analysis_stats import HYPO
 

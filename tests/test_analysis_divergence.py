@@ -12,7 +12,7 @@ import statistics
 import numpy as np
 
 from analysis.tables import table_over_pairs
-from streamgen.records import PairRecord, to_table
+from streamgen.results.records import PairRecord, to_table
 from tests.analysis_fixtures import pair_record
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from analysis.fingerprints import differing_keys
 from analysis.report import write_report
 from analysis.tables import build_tables
-from streamgen.records import PairRecord, to_table
+from streamgen.results.records import PairRecord, to_table
 from tests.analysis_fixtures import RecordSet, pair_record, record_sets, write_record_set
 from tests.test_analysis_stats import HYPO, assert_matches, cell_stats, reference
 

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.tables import build_tables
-from streamgen.records import PairRecord, to_table
-from streamgen.result_files import file_problem, list_files, literal_glob, readable_files
+from streamgen.results.records import PairRecord, to_table
+from streamgen.results.result_files import file_problem, list_files, literal_glob, readable_files
 from tests.analysis_fixtures import RecordSet, pair_record, write_record_set
 
 N = 6

@@ -22,8 +22,8 @@ from streamgen.benchmarks import Score
 from streamgen.config import model_config
 from streamgen.decoding.acceptance import Greedy, Threshold
 from streamgen.decoding.base import draft_fingerprint
-from streamgen.models import load_decoder
-from streamgen.records import PairRecord, StepRecord
+from streamgen.models.registry import load_decoder
+from streamgen.results.records import PairRecord, StepRecord
 from streamgen.scoring.metrics import best_token_f1
 from streamgen.stream import StreamRequest, run_pair
 from tests.analysis_fixtures import RecordSet, record_sets, write_record_set

@@ -174,7 +174,7 @@ def test_run_list_shows_how_each_run_ended(tmp_path: Path) -> None:
 
     import pyarrow.parquet as pq
 
-    from streamgen.records import RunRecord, to_table
+    from streamgen.results.records import RunRecord, to_table
     from tests.analysis_fixtures import run_record
 
     write_record_set(tmp_path, RecordSet([pair_record()], []), with_steps=False, with_runs=False)

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from analysis.tables import ResultsNotFoundError, build_tables
-from streamgen.records import PairRecord, to_table
+from streamgen.results.records import PairRecord, to_table
 from tests.analysis_fixtures import RecordSet, pair_record, record_sets, write_record_set
 
 KEY = ("model", "benchmark", "acceptance", "tau", "variant", "verifier_mode")
@@ -314,8 +314,8 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
     from streamgen.benchmarks import Score
     from streamgen.config import model_config
     from streamgen.decoding.acceptance import Greedy
-    from streamgen.models import load_decoder
-    from streamgen.scripted import SCRIPTS
+    from streamgen.models.registry import load_decoder
+    from streamgen.models.scripted import SCRIPTS
     from streamgen.stream import StreamRequest, run_pair
     from tests.row_support import row_context
 

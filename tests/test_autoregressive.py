@@ -21,8 +21,8 @@ from streamgen.decoding.autoregressive import (
     verification_from_logits,
 )
 from streamgen.decoding.base import common_prefix_length
-from streamgen.tokenizers import tiny_tokenizer
-from streamgen.weights import tiny_model
+from streamgen.models.tokenizers import tiny_tokenizer
+from streamgen.models.weights import tiny_model
 
 ARCHS = ("llama", "qwen3", "gemma3")
 HYP = settings(derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -167,7 +167,7 @@ def test_threshold_above_one_half_accepts_only_argmax_tokens(tau: float, swap: i
     """On the scripted calibrated model (set probabilities, many above 0.5): its answer with one token
     replaced. τ > 1/2 keeps the run up to the first position below τ or the replaced one, and every kept
     token is the verifier's argmax."""
-    from streamgen.scripted import SCRIPTS
+    from streamgen.models.scripted import SCRIPTS
 
     dec = _scripted_calibrated()
     msgs = user("Explain lists. Be brief.")
@@ -186,7 +186,7 @@ def test_threshold_above_one_half_accepts_only_argmax_tokens(tau: float, swap: i
 @functools.cache
 def _scripted_calibrated() -> AutoregressiveDecoder:
     from streamgen.config import model_config
-    from streamgen.models import load_decoder
+    from streamgen.models.registry import load_decoder
 
     return load_decoder(model_config("scripted-ar-calibrated"), max_new_tokens=12)
 
@@ -320,7 +320,7 @@ def test_request_longer_than_the_context_names_the_fix(decoders) -> None:
 def test_same_answers_and_counts_on_cuda(name: str) -> None:
     """On a GPU (fp32): the autoregressive family gives the CPU's tokens and forward counts, base and stream."""
     from streamgen.config import model_config
-    from streamgen.models import load_decoder
+    from streamgen.models.registry import load_decoder
     from streamgen.stream import StreamRequest, run_pair
 
     req = StreamRequest("g", (), ("Write a function that adds two numbers. ", "It should handle floats."))

@@ -163,7 +163,7 @@ def test_dream_folder_and_custom_code_tokenizer_load_without_hub_code(tmp_path):
     from safetensors.torch import save_file
 
     from streamgen.decoding.bidir_models import load_checkpoint_tokenizer
-    from streamgen.tokenizers import tiny_tokenizer
+    from streamgen.models.tokenizers import tiny_tokenizer
 
     raw = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
            "intermediate_size": 48, "vocab_size": VOCAB, "rope_theta": 10000.0, "rms_norm_eps": 1e-6,
@@ -192,7 +192,7 @@ def test_dream_folder_and_custom_code_tokenizer_load_without_hub_code(tmp_path):
 def test_tokenizer_from_vocab_and_merges(tmp_path):
     """No tokenizer.json, only Qwen2-style vocab.json + merges.txt and a custom-code config."""
     from streamgen.decoding.bidir_models import load_checkpoint_tokenizer
-    from streamgen.tokenizers import tiny_tokenizer
+    from streamgen.models.tokenizers import tiny_tokenizer
 
     ref = tiny_tokenizer()
     model = json.loads(ref.backend_tokenizer.to_str())["model"]

@@ -19,9 +19,9 @@ from streamgen.decoding.bidirectional import (
     probe_unrelated,
 )
 from streamgen.decoding.refusion import ReFusionDecoder, ReFusionSettings
-from streamgen.models import load_decoder
-from streamgen.tokenizers import tiny_tokenizer
-from streamgen.weights import tiny_model
+from streamgen.models.registry import load_decoder
+from streamgen.models.tokenizers import tiny_tokenizer
+from streamgen.models.weights import tiny_model
 
 A = [{"role": "user", "content": "Write a function that adds two numbers."}]
 B = [{"role": "user", "content": "Can you explain how a hash table works? Make it short."}]
@@ -102,7 +102,7 @@ def test_unrelated_draft_probe(mode):
     verifier agrees on the same script."""
     import statistics
 
-    from streamgen.scripted import SCRIPTS
+    from streamgen.models.scripted import SCRIPTS
 
     d = _decoder("scripted-llada-lastsegment", f"decoding.verifier_mode={mode}", max_new_tokens=16)
     c = _decoder("scripted-refusion-lastsegment", max_new_tokens=16)

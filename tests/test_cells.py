@@ -1,4 +1,4 @@
-"""The cell fingerprint (streamgen/cells.py) and the composed system prompt, down to the rendered chat."""
+"""The cell fingerprint (streamgen/results/cells.py) and the composed system prompt, down to the rendered chat."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from analysis.fingerprints import differing_keys
 from jobs.plan import plan_grid
 from jobs.rows import shard_context
 from jobs.shards import Cell
-from streamgen.cells import cell_fingerprint, effective_system_prompt
 from streamgen.config import benchmark_config, grid_config, model_config
 from streamgen.decoding.acceptance import Greedy
-from streamgen.models import load_decoder
+from streamgen.models.registry import load_decoder
+from streamgen.results.cells import cell_fingerprint, effective_system_prompt
 from streamgen.stream import run_pair
 
 MODEL_PROMPT = "The instruction may be truncated."

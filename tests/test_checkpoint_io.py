@@ -11,8 +11,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from streamgen import checkpoint_io
 from streamgen.decoding.bidir_models import CheckpointError, load_bidir_checkpoint, tiny_spec
+from streamgen.models import checkpoint_io
 from tests.test_bidir_models import VOCAB, _llada_checkpoint, _reference_logits
 from tests.test_gemma3_text import ReadRecorder
 
@@ -100,8 +100,8 @@ def test_a_transformers_folder_is_loaded_onto_the_device_by_from_pretrained(tmp_
     from transformers import AutoModelForCausalLM
 
     from streamgen.config import ModelConfig
-    from streamgen.tokenizers import tiny_tokenizer
-    from streamgen.weights import load_model_and_tokenizer, tiny_model
+    from streamgen.models.tokenizers import tiny_tokenizer
+    from streamgen.models.weights import load_model_and_tokenizer, tiny_model
 
     tiny_model("llama").save_pretrained(tmp_path)
     tiny_tokenizer().save_pretrained(tmp_path)

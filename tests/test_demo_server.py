@@ -19,8 +19,8 @@ from streamgen.decoding.base import draft_fingerprint
 from streamgen.demo.schedule import next_prefix
 from streamgen.demo.server import create_app
 from streamgen.demo.settings import parse_args
-from streamgen.policies import Policy
-from streamgen.segment import segment
+from streamgen.requests.segment import segment
+from streamgen.timing.policies import Policy
 from tests.demo_support import config, tiny_decoder, user, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -163,7 +163,7 @@ def test_of_two_submits_racing_one_is_refused(decoder):
     from streamgen.decoding.acceptance import make_rule
     from streamgen.demo.session import DemoInputError, DemoSession, Limits
     from streamgen.demo.worker import ModelWorker
-    from streamgen.segment import SentenceSegmenter
+    from streamgen.requests.segment import SentenceSegmenter
 
     async def race() -> list[object]:
         worker = ModelWorker(decoder)

@@ -12,7 +12,7 @@ from streamgen.decoding.base import Decoder
 from streamgen.decoding.bidirectional import probe_unrelated
 from streamgen.decoding.canvas import block_rows
 from streamgen.decoding.diffusion_gemma import DiffusionGemmaDecoder, dg_settings_from
-from streamgen.models import load_decoder
+from streamgen.models.registry import load_decoder
 
 A = [{"role": "user", "content": "Write a function that adds two numbers. Then test it on a few inputs."}]
 B = [{"role": "user", "content": "Can you explain how a hash table works? Make it short."}]

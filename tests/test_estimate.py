@@ -1,5 +1,5 @@
-"""The GPU-hour estimate's parts (jobs/estimate.py, streamgen/devices.py, streamgen/forward_counts.py,
-streamgen/parameters.py, jobs/unit_sizing.py): every expected number is a formula written out here."""
+"""The GPU-hour estimate's parts (jobs/estimate.py, streamgen/sizing/devices.py, streamgen/sizing/forward_counts.py,
+streamgen/sizing/parameters.py, jobs/unit_sizing.py): every expected number is a formula written out here."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 from jobs.estimate import example_cost, workers_on
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, model_config
-from streamgen.devices import DEVICES, Device, device_from_file, forward_seconds
-from streamgen.forward_counts import Decode, decode_rule, total_forwards
-from streamgen.parameters import ModelSize, model_size, size_from_config
+from streamgen.sizing.devices import DEVICES, Device, device_from_file, forward_seconds
+from streamgen.sizing.forward_counts import Decode, decode_rule, total_forwards
+from streamgen.sizing.parameters import ModelSize, model_size, size_from_config
 
 A100 = DEVICES["a100-80gb"]
 
@@ -71,7 +71,7 @@ def test_cluster_device_is_validated_naming_the_allowed_values() -> None:
 
 
 def test_parameters_from_a_config_equal_the_built_models_count() -> None:
-    from streamgen.weights import tiny_model
+    from streamgen.models.weights import tiny_model
 
     for arch in ("llama", "qwen3", "gemma3"):
         model = tiny_model(arch, 0, vocab_size=513)
@@ -89,7 +89,7 @@ def test_llada_8b_from_its_public_config() -> None:
 
 
 def test_study_models_without_a_cached_config_use_their_yaml_and_ids_do_not_move() -> None:
-    from streamgen.cells import config_settings
+    from streamgen.results.cells import config_settings
 
     cfg = model_config("llada-8b")
     assert model_size(cfg) == ModelSize(8_020_000_000, 32, "configs/models/llada-8b.yaml")
@@ -99,7 +99,7 @@ def test_study_models_without_a_cached_config_use_their_yaml_and_ids_do_not_move
 
 
 def test_tiny_models_are_built_and_counted() -> None:
-    from streamgen.weights import tiny_model
+    from streamgen.models.weights import tiny_model
 
     size = model_size(model_config("tiny-llama"))
     assert size is not None and size.layers == 2
@@ -270,7 +270,7 @@ def test_llada_rule_at_the_official_refill_rate() -> None:
     """Issue 39's refill (decoders with ``full_block_refill: false``): a block with m of its B = 16 positions
     masked runs ceil(m · 8 / 16) steps; a kept EOS-ended draft is confirmed in one step."""
     from streamgen.decoding.bidir_sampler import bidir_settings_from, geometry
-    from streamgen.forward_counts import bidirectional
+    from streamgen.sizing.forward_counts import bidirectional
 
     geo = geometry(bidir_settings_from(dict(model_config("tiny-llada").decoding)), 16)
     rule = lambda d: bidirectional(geo, d, full_block_refill=False, refill_after_eos=False)  # noqa: E731

@@ -1,4 +1,4 @@
-"""The estimate's forward counts against the counts real grids record (streamgen/forward_counts.py,
+"""The estimate's forward counts against the counts real grids record (streamgen/sizing/forward_counts.py,
 jobs/estimate.py).
 
 Two grids run through workflows/full_grid.py: tiny random models of all five decoders (autoregressive,
@@ -25,8 +25,8 @@ import pytest
 
 from jobs.estimate import example_cost
 from streamgen.config import REPO_ROOT, model_config
-from streamgen.devices import DEVICES
-from streamgen.forward_counts import (
+from streamgen.sizing.devices import DEVICES
+from streamgen.sizing.forward_counts import (
     Decode,
     answer_positions,
     decode_rule,
@@ -34,7 +34,7 @@ from streamgen.forward_counts import (
     diffusion_gemma,
     total_forwards,
 )
-from streamgen.parameters import ModelSize
+from streamgen.sizing.parameters import ModelSize
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -19,10 +19,10 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from streamgen import checkpoint_io
 from streamgen.config import ModelConfig
-from streamgen.tokenizers import tiny_tokenizer
-from streamgen.weights import ModelLoadError, load_model_and_tokenizer, tiny_config
+from streamgen.models import checkpoint_io
+from streamgen.models.tokenizers import tiny_tokenizer
+from streamgen.models.weights import ModelLoadError, load_model_and_tokenizer, tiny_config
 
 # The real index's prefixes (transformers-4 names) ← this transformers' module names.
 HUB_NAMES = (("model.language_model.", "language_model.model."), ("model.vision_tower.", "vision_tower.vision_model."),
@@ -88,7 +88,7 @@ def hub_folder(reference: torch.nn.Module, tmp_path_factory: pytest.TempPathFact
 
 
 class ReadRecorder:
-    """Stands in for ``safe_open`` in streamgen.checkpoint_io: records every tensor whose data is read,
+    """Stands in for ``safe_open`` in streamgen.models.checkpoint_io: records every tensor whose data is read,
     the shard it was read from and the device it was read to."""
 
     def __init__(self) -> None:
@@ -142,7 +142,7 @@ def test_a_multimodal_gemma3_loads_as_the_text_model_without_reading_the_vision_
     folder, weight_map = hub_folder
     recorder = ReadRecorder()
     monkeypatch.setattr(checkpoint_io, "safe_open", recorder)
-    with caplog.at_level("INFO", logger="streamgen.weights"):
+    with caplog.at_level("INFO", logger="streamgen.models.weights"):
         model = load_model_and_tokenizer(local(folder)).model
 
     assert type(model).__name__ == "Gemma3ForCausalLM"
@@ -185,7 +185,7 @@ def test_transformers5_module_names_load_too(reference: torch.nn.Module, tmp_pat
 
 
 def test_the_chat_template_and_decoder_work_on_the_text_model(hub_folder) -> None:  # type: ignore[no-untyped-def]
-    from streamgen.models import load_decoder
+    from streamgen.models.registry import load_decoder
 
     decoder = load_decoder(local(hub_folder[0]), max_new_tokens=3)
     ids = decoder.render([{"role": "user", "content": "Add two numbers."}])

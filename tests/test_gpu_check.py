@@ -1,5 +1,5 @@
 """bench/gpu_check.py runs the same code on CPU as on CUDA: its divergence table on the near-tie scripted
-model (streamgen/scripted_tie.py), part 3 skipped with ``verify_model=`` as documented. Expected counts
+model (streamgen/models/scripted_tie.py), part 3 skipped with ``verify_model=`` as documented. Expected counts
 come from the design: a request whose complete rendering has an even byte length ties at the branch token.
 """
 
@@ -27,8 +27,8 @@ def _expected_ties() -> int:
     sys.path.insert(0, str(REPO / "bench"))
     from gpu_check import REQUESTS
 
-    from streamgen.segment import segment
-    from streamgen.tokenizers import tiny_tokenizer
+    from streamgen.models.tokenizers import tiny_tokenizer
+    from streamgen.requests.segment import segment
 
     tok = tiny_tokenizer()
     texts = ["".join(segment(t)) for t in REQUESTS[:N]]

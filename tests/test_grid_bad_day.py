@@ -21,7 +21,7 @@ import pytest
 
 from jobs.results_dir import LOCK_NAME
 from streamgen.config import REPO_ROOT
-from streamgen.records import PairRecord, read_parquet_validated
+from streamgen.results.records import PairRecord, read_parquet_validated
 from tests.fs_support import SmallDisk, small_disk
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

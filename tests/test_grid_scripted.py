@@ -1,6 +1,6 @@
 """grid=scripted through workflows/full_grid.py: outcomes known by design, checked on the written rows.
 
-Scripted models of all four families (streamgen/scripted.py) on CoEdIT, greedy: ``constant`` keeps
+Scripted models of all four families (streamgen/models/scripted.py) on CoEdIT, greedy: ``constant`` keeps
 every included draft whole (accepted == draft, EOS included) at exactly the family floor (LLaDA and
 Dream too: the buffer after a kept EOS lies after the answer and is not refilled) and the report's
 keep-all share is 100 %; ``lastsegment`` keeps nothing; ``prefix`` keeps exactly k at the
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from streamgen.config import REPO_ROOT
-from streamgen.scripted import SCRIPTS, pool_tokens
+from streamgen.models.scripted import SCRIPTS, pool_tokens
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 FAMILIES = ("ar", "refusion", "llada", "dream", "dgemma")

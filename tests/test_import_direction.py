@@ -1,4 +1,4 @@
-"""Dependencies point one way (docs/design.md, 'Layers'): workflows → jobs → streamgen; analysis → streamgen.records.
+"""Dependencies point one way (docs/design.md, 'Layers'): workflows → jobs → streamgen; analysis → streamgen.results.records.
 
 Checked by parsing every module's imports (also the ones inside functions), without importing them.
 """
@@ -21,13 +21,12 @@ FORBIDDEN = {
     "analysis": ("jobs", "workflows", "ray"),
     "workflows": (),
 }
-# analysis reads the records (the files a reader may trust: streamgen.result_files), spells a cell's label the one way (streamgen.cells: config + records only),
+# analysis reads the records (the files a reader may trust: streamgen.results.result_files), spells a cell's label the one way (streamgen.results.cells: config + records only),
 # and shares the pure timing model (no torch) with the live stream run
-ANALYSIS_MAY_USE = ("streamgen.records", "streamgen.result_files", "streamgen.config", "streamgen.cells", "streamgen.timeline",
-                    "streamgen.policies", "streamgen.costmodel")
+ANALYSIS_MAY_USE = ("streamgen.results", "streamgen.config", "streamgen.timing")
 # analysis.rescore scores stored answers again: it needs the benchmarks' scorers (and the code version it
 # stamps), still no model, torch or Ray
-RESCORE_MAY_USE = ("streamgen.benchmarks", "streamgen.version")
+RESCORE_MAY_USE = ("streamgen.benchmarks", "streamgen.results.version")
 
 
 def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
@@ -70,7 +69,7 @@ def test_every_package_has_modules() -> None:
 
 # --------------------------------------------------------------------------------------------
 # No import cycle among streamgen/ modules, including imports inside functions and through the
-# family registry (streamgen.models imports every decoder module by name, so a decoder importing it back
+# family registry (streamgen.models.registry imports every decoder module by name, so a decoder importing it back
 # closes a cycle). Imports under ``if TYPE_CHECKING:`` never run and are left out.
 # --------------------------------------------------------------------------------------------
 
@@ -147,7 +146,7 @@ def streamgen_graph() -> dict[str, frozenset[str]]:
 
 def test_no_import_cycle_among_streamgen_modules() -> None:
     graph = {m: set(deps) for m, deps in streamgen_graph().items()}
-    assert set(DECODER_MODULES) <= graph["streamgen.models"], "the registry imports every family explicitly"
+    assert set(DECODER_MODULES) <= graph["streamgen.models.registry"], "the registry imports every family explicitly"
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
@@ -162,18 +161,18 @@ def test_no_import_cycle_among_jobs_modules() -> None:
 
 def test_no_decoder_module_imports_the_registry() -> None:
     graph = streamgen_graph()
-    bad = [m for m in graph if m.startswith("streamgen.decoding.") and "streamgen.models" in graph[m]]
-    assert not bad, f"{bad} import streamgen.models; import the leaf streamgen.weights instead"
+    bad = [m for m in graph if m.startswith("streamgen.decoding.") and "streamgen.models.registry" in graph[m]]
+    assert not bad, f"{bad} import streamgen.models.registry; import the leaf streamgen.models.weights instead"
 
 
 def test_the_cycle_check_catches_the_old_lazy_registry_import() -> None:
     """Before issue 12, bidirectional.py did ``from streamgen import models`` inside its loader while
     models.py reached the decoders: put that import back and the graph has a cycle through the registry."""
     graph = {m: set(deps) for m, deps in streamgen_graph().items()}
-    old = ast.parse("def load_model_and_tokenizer(cfg, device):\n    from streamgen import models\n")
+    old = ast.parse("def load_model_and_tokenizer(cfg, device):\n    from streamgen.models import registry\n")
     graph["streamgen.decoding.bidirectional"] |= _imports_of(old, "streamgen.decoding.bidirectional", False) & set(graph)
     cycle = find_cycle(graph)
-    assert cycle is not None and "streamgen.models" in cycle and "streamgen.decoding.bidirectional" in cycle
+    assert cycle is not None and "streamgen.models.registry" in cycle and "streamgen.decoding.bidirectional" in cycle
 
 
 def test_type_checking_imports_are_not_edges(tmp_path: Path) -> None:
@@ -194,7 +193,7 @@ def test_type_checking_imports_are_not_edges(tmp_path: Path) -> None:
 # No import circle at all among our modules, counting every import a reader has to follow: those
 # inside functions and those under ``if TYPE_CHECKING:`` too (a type-only circle still means two
 # modules that each need the other to be read). Shared types live in the module that owns them
-# (jobs.tasks, streamgen.request, analysis.simulate's inputs).
+# (jobs.tasks, streamgen.requests.request, analysis.simulate's inputs).
 # --------------------------------------------------------------------------------------------
 
 
@@ -206,7 +205,7 @@ def reader_graph(root: Path = ROOT, packages: Collection[str] = PACKAGES) -> dic
 
 def test_no_import_circle_even_type_only_or_inside_functions() -> None:
     graph = reader_graph()
-    assert {"jobs.tasks", "streamgen.request"} <= set(graph)
+    assert {"jobs.tasks", "streamgen.requests.request"} <= set(graph)
     cycle = find_cycle(graph)
     assert cycle is None, " -> ".join(cycle or [])
 
@@ -230,3 +229,68 @@ def test_the_reader_graph_counts_type_checking_imports(tmp_path: Path) -> None:
     graph = reader_graph(tmp_path, ("jobs",))
     assert graph == {"jobs.a": {"jobs.b"}, "jobs.b": {"jobs.a"}}
     assert find_cycle(graph) == ["jobs.a", "jobs.b", "jobs.a"]
+
+
+# --------------------------------------------------------------------------------------------
+# streamgen/'s packages, one concept each, and which of the others each may import: the table of
+# docs/design.md, 'Layers'. A root module (config, exclusions, stream, ...) counts by its own name;
+# adapt/, demo/ and the root modules themselves sit on top and are not constrained here.
+# --------------------------------------------------------------------------------------------
+
+PACKAGE_MAY_USE: dict[str, frozenset[str]] = {
+    "requests": frozenset({"config"}),
+    "timing": frozenset({"config", "requests"}),
+    "results": frozenset({"config"}),
+    "scoring": frozenset(),
+    "benchmarks": frozenset({"config", "requests", "exclusions", "scoring"}),
+    "decoding": frozenset({"config", "requests", "models"}),
+    "models": frozenset({"config", "decoding"}),
+    "sizing": frozenset({"config", "models", "decoding"}),
+    "diagnostics": frozenset({"config", "requests", "results", "decoding", "benchmarks"}),
+}
+# the registry lists every decoder module, and the pre-flight builds the in-project diffusion model on the meta
+# device to check a checkpoint's names; a decoder reaches models' leaves (weights, rope), never the registry
+ONLY_IMPORTERS = {("models", "decoding"): ("streamgen.models.registry", "streamgen.models.checkpoints")}
+
+
+def concept(module: str) -> str:
+    """``streamgen.timing.policies`` → ``timing``; ``streamgen.config`` → ``config``; ``streamgen`` → ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def package_violations(graph: Mapping[str, Collection[str]]) -> list[str]:
+    bad = []
+    for module, deps in graph.items():
+        source = concept(module)
+        if source not in PACKAGE_MAY_USE:
+            continue
+        for dep in deps:
+            target = concept(dep)
+            if target in ("", source):
+                continue
+            if target not in PACKAGE_MAY_USE[source]:
+                bad.append(f"{module} imports {dep}: streamgen.{source} may use {sorted(PACKAGE_MAY_USE[source])}")
+            elif module not in ONLY_IMPORTERS.get((source, target), (module,)):
+                bad.append(f"{module} imports {dep}: of streamgen.{source} only "
+                           f"{' and '.join(ONLY_IMPORTERS[(source, target)])} may")
+            elif source == "decoding" and dep == "streamgen.models.registry":
+                bad.append(f"{module} imports the registry, which imports every decoder")
+    return sorted(bad)
+
+
+def test_each_package_imports_only_the_concepts_below_it() -> None:
+    assert set(PACKAGE_MAY_USE) <= {concept(m) for m in streamgen_graph()}, "a package of the table is gone"
+    bad = package_violations(streamgen_graph())
+    assert not bad, "\n".join(bad)
+
+
+def test_the_package_check_names_a_timing_module_that_reaches_a_model() -> None:
+    graph = {m: set(deps) for m, deps in streamgen_graph().items()}
+    graph["streamgen.timing.policies"].add("streamgen.models.weights")
+    graph["streamgen.models.weights"].add("streamgen.decoding.base")
+    assert package_violations(graph) == [
+        "streamgen.models.weights imports streamgen.decoding.base: of streamgen.models only "
+        "streamgen.models.registry and streamgen.models.checkpoints may",
+        "streamgen.timing.policies imports streamgen.models.weights: streamgen.timing may use ['config', 'requests']",
+    ]

@@ -17,7 +17,7 @@ import torch
 
 from streamgen.config import model_config
 from streamgen.decoding.acceptance import Greedy
-from streamgen.models import load_decoder
+from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest, run_pair
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

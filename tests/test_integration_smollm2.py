@@ -15,7 +15,7 @@ import pytest
 from streamgen.benchmarks import exclusion_reason, load_benchmark
 from streamgen.config import REPO_ROOT, benchmark_config, model_config
 from streamgen.decoding.acceptance import Greedy
-from streamgen.models import load_decoder
+from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest, run_pair
 
 pytestmark = pytest.mark.integration

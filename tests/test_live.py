@@ -13,14 +13,14 @@ import pytest
 
 from jobs.rows import outcome_rows
 from streamgen.config import TypingConfig, model_config
-from streamgen.costmodel import LinearCost
 from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.meter import ForwardMeter
 from streamgen.live import LiveSettings, run_stream_live
-from streamgen.models import load_decoder
-from streamgen.policies import Policy, StepFacts, evaluate
+from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest, run_pair
-from streamgen.timeline import TypingModel, arrival_times
+from streamgen.timing.costmodel import LinearCost
+from streamgen.timing.policies import Policy, StepFacts, evaluate
+from streamgen.timing.timeline import TypingModel, arrival_times
 from tests.row_support import row_context
 
 LAW = LinearCost(a_s=0.5, b_s=0.01)

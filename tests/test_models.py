@@ -8,11 +8,12 @@ import typing
 import pytest
 import torch
 
-from streamgen import models, weights
 from streamgen.config import FAMILIES, ConfigError, ModelConfig, model_config
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.base import Decoder, Family
-from streamgen.tokenizers import tiny_tokenizer
+from streamgen.models import registry as models
+from streamgen.models import weights
+from streamgen.models.tokenizers import tiny_tokenizer
 
 ARCHS = ("llama", "qwen3", "gemma3")
 
@@ -145,8 +146,8 @@ def test_smollm2_loads_from_the_package_and_answers() -> None:
 
 
 def test_a_moved_name_says_where_it_lives_now() -> None:
-    with pytest.raises(ImportError, match="import it from streamgen.weights"):
-        from streamgen.models import tiny_model  # noqa: F401
+    with pytest.raises(ImportError, match="import it from streamgen.models.weights"):
+        from streamgen.models.registry import tiny_model  # noqa: F401
     with pytest.raises(ImportError, match="import it from streamgen.decoding.acceptance"):
         from streamgen.decoding.base import Greedy  # noqa: F401
     with pytest.raises(AttributeError):

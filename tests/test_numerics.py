@@ -1,7 +1,7 @@
 """Numerics (issue 27): dtype spacing, top-2 margins in spacings, greedy's tie_guard, the numerics
 record, and the near-tie scripted model showing the draft-branch effect and the guard removing it.
 
-Expected counts come from the design in streamgen/scripted_tie.py, recomputed here from the rendered
+Expected counts come from the design in streamgen/models/scripted_tie.py, recomputed here from the rendered
 request's byte length (the chat template's text, encoded), not from the model's own helpers.
 """
 
@@ -23,9 +23,9 @@ from streamgen.decoding.acceptance import (
     Verification,
     accepted_length,
 )
-from streamgen.divergence import divergence, first_difference
-from streamgen.models import load_decoder
-from streamgen.numerics import margins_in_spacings, numerics_record, spacing, top2
+from streamgen.decoding.numerics import margins_in_spacings, numerics_record, spacing, top2
+from streamgen.diagnostics.divergence import divergence, first_difference
+from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest, run_pair
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -125,7 +125,7 @@ def _bytes(dec: object, request: StreamRequest, i: int) -> int:
 
 
 def test_near_tie_shows_the_draft_branch_and_the_guard_removes_it(neartie: object) -> None:
-    from streamgen import scripted_tie as design
+    from streamgen.models import scripted_tie as design
 
     answer_len, tail_len = design.TIE_AT + 4 + 1, 3  # content (fixed, branch, 3-token tail) + EOS
     counts = {"diverged": 0, "from_draft": 0, "guarded_diverged": 0}
@@ -212,8 +212,8 @@ def test_tie_guards_validation_names_the_fix() -> None:
 
 def test_rows_carry_the_divergence_and_the_numerics(neartie: object) -> None:
     from jobs.rows import RowContext, outcome_rows
-    from streamgen.cells import Cell
     from streamgen.config import benchmark_config
+    from streamgen.results.cells import Cell
 
     segs = next(s for s in SEGMENTS if _bytes(neartie, StreamRequest("x", (), s), 2) % 2 == 0
                 and _bytes(neartie, StreamRequest("x", (), s), 1) % 2 == 1)  # the draft-branch case

@@ -23,7 +23,7 @@ from streamgen.decoding.bidir_sampler import (
 )
 from streamgen.decoding.refusion import DEVIATIONS as REFUSION_DEVIATIONS
 from streamgen.decoding.refusion import ReFusionSettings, SlotGeometry, refusion_eos_ids, slot_geometry
-from streamgen.models import FAMILIES, load_decoder
+from streamgen.models.registry import FAMILIES, load_decoder
 from tests.official_samplers import dream_generate, llada_generate, refusion_generate
 
 ADDS = [{"role": "user", "content": "Write a function that adds two numbers."}]
@@ -309,8 +309,8 @@ def test_cap_gen_length_caps_at_the_budget():
 @pytest.mark.parametrize("family,option", [("bidirectional", k) for k in DEVIATIONS]
                          + [("refusion", k) for k in REFUSION_DEVIATIONS])
 def test_deviation_defaults_enter_the_fingerprint(family, option):
-    from streamgen.cells import cell_settings
     from streamgen.config import benchmark_config
+    from streamgen.results.cells import cell_settings
 
     name = {"bidirectional": "tiny-llada", "refusion": "tiny-refusion"}[family]
     s = cell_settings(model_config(name), benchmark_config("coedit"), acceptance="greedy", tau=None,

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from analysis.post_hoc import StepColumns, post_hoc_lanes
 from analysis.timing import typing_examples
 from streamgen.config import TypingConfig
-from streamgen.policies import Policy
+from streamgen.timing.policies import Policy
 from tests.typing_reference import typing_rows
 
 PATHS: Counter[str] = Counter()

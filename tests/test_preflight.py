@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from jobs.preflight import preflight
-from streamgen.checkpoints import causal_lm_expected, stored_weights
 from streamgen.config import model_config
+from streamgen.models.checkpoints import causal_lm_expected, stored_weights
 from tests.checkpoint_cache import (
     COMMIT,
     STUDY_MODELS,

@@ -1,4 +1,4 @@
-"""Paper §6.5's probe (streamgen/probe.py, analysis/probe.py, workflows/probe.py): designed verdicts on
+"""Paper §6.5's probe (streamgen/diagnostics/probe.py, analysis/probe.py, workflows/probe.py): designed verdicts on
 scripted and copying models, the table's statistics from the records, reused base answers, resume.
 
 Expected verdicts follow from the models' design: a scripted model predicts its scripted answer with
@@ -15,8 +15,7 @@ import pyarrow as pa
 import pytest
 
 from streamgen.config import ConfigError, model_config
-from streamgen.models import load_decoder
-from streamgen.probe import (
+from streamgen.diagnostics.probe import (
     ProbeConfig,
     ProbeExample,
     drafts,
@@ -28,8 +27,9 @@ from streamgen.probe import (
     token_pool,
     validate_probe,
 )
-from streamgen.records import PairRecord, ProbeRecord, to_table, write_parquet_atomic
-from streamgen.scripted import SCRIPTS, pool_tokens
+from streamgen.models.registry import load_decoder
+from streamgen.models.scripted import SCRIPTS, pool_tokens
+from streamgen.results.records import PairRecord, ProbeRecord, to_table, write_parquet_atomic
 
 COLUMNS = {"probe_id": "p", "model": "m", "family": "f", "benchmark": "b", "base_source": "decoded",
            "max_new_tokens": 16, "code_version": "test"}
@@ -83,7 +83,7 @@ def test_copying_bidirectional_verifier_confirms_anything_it_sees() -> None:
     visible mode (median p near 1) and nothing when the draft is hidden."""
     from streamgen.decoding.bidir_models import copying_bidir_model
     from streamgen.decoding.bidirectional import BidirectionalDecoder, BidirSettings
-    from streamgen.tokenizers import tiny_tokenizer
+    from streamgen.models.tokenizers import tiny_tokenizer
 
     tok = tiny_tokenizer()
     model = copying_bidir_model(len(tok), mask_token_id=511, eos_token_id=tok.eos_token_id)
@@ -194,7 +194,7 @@ def test_workflow_keeps_files_on_disk_and_validates(tmp_path: Path, monkeypatch,
     def refuse(*args, **kwargs):
         raise AssertionError("a probe on disk must not load its model again")
 
-    monkeypatch.setattr("streamgen.models.load_decoder", refuse)
+    monkeypatch.setattr("streamgen.models.registry.load_decoder", refuse)
     workflow.run(cfg)  # resumes: nothing to do
     args = [f"results_dir={tmp_path}", "models=[scripted-ar-constant]", "benchmarks=[coedit]", "limit=2",
             "taus=[]", "max_new_tokens=16", "--dry-run"]

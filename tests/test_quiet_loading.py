@@ -16,8 +16,8 @@ import pytest
 
 from jobs.actors import ModelActor
 from streamgen.config import GridConfig, ModelConfig
-from streamgen.tokenizers import tiny_tokenizer
-from streamgen.weights import converted_gguf_folder, loading_bars, smollm2_gguf_path, tiny_model
+from streamgen.models.tokenizers import tiny_tokenizer
+from streamgen.models.weights import converted_gguf_folder, loading_bars, smollm2_gguf_path, tiny_model
 
 BARS = ("Loading weights", "Writing model shards", "Converting and de-quantizing GGUF tensors")
 

@@ -78,8 +78,8 @@ def test_dry_run_counts_complete_shards_and_estimates_from_earlier_rows(
     from jobs.dry_run import answer_lengths, plan_dry_run
     from jobs.plan import plan_grid
     from jobs.writer import ResultWriter
-    from streamgen.cells import settings_json
     from streamgen.config import grid_config
+    from streamgen.results.cells import settings_json
     from tests.analysis_fixtures import pair_record
 
     grid = grid_config("smoke", ["models=[tiny-llama]", "benchmarks=[mbpp]", "acceptance=[greedy]",

@@ -12,9 +12,9 @@ from streamgen.decoding.acceptance import Greedy, Threshold
 from streamgen.decoding.base import Decoder
 from streamgen.decoding.refusion import ReFusionDecoder, ReFusionSettings, settings_from
 from streamgen.decoding.slots import KV, SlotState
-from streamgen.models import load_decoder
-from streamgen.tokenizers import tiny_tokenizer
-from streamgen.weights import tiny_model
+from streamgen.models.registry import load_decoder
+from streamgen.models.tokenizers import tiny_tokenizer
+from streamgen.models.weights import tiny_model
 
 MASK = 512  # one past the tiny tokenizer's vocabulary: never in a request
 G = 32  # generation length: 2 blocks of 16, slots of 4
@@ -139,7 +139,7 @@ def test_residual_at_least_three(rule):
     """Scripted constant model (answer A tokens, one slot of s per round): its own answer kept whole costs
     the floor (1 verify + 1 confirming round); an unrelated draft and an EOS-only draft are verified too
     (first call verify_stream) and, unless τ = 0 keeps them, cost 1 + 2·⌈A/s⌉."""
-    from streamgen.scripted import SCRIPTS
+    from streamgen.models.scripted import SCRIPTS
 
     d = _scripted("constant")
     a_tokens, s = SCRIPTS["constant"].length + 1, d.settings.slot_size
@@ -173,7 +173,7 @@ def test_fully_accepted_draft_costs_exactly_the_minimum(eos):
 def test_stream_step_keeps_the_accepted_prefix(behaviour, tau):
     """Scripted prefix: exactly k kept (greedy); scripted calibrated: τ cuts at its first probability
     below τ. The kept tokens sit unchanged at the front of the answer."""
-    from streamgen.scripted import SCRIPTS
+    from streamgen.models.scripted import SCRIPTS
 
     script, d = SCRIPTS[behaviour], _scripted(behaviour)
     draft = d.open_stream().step(MSGS, [], Greedy()).answer.token_ids  # written for another request

@@ -1,4 +1,4 @@
-"""The plain transcript a model without a chat template gets (streamgen.chat.render_plain)."""
+"""The plain transcript a model without a chat template gets (streamgen.requests.chat.render_plain)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamgen.chat import render_plain
+from streamgen.requests.chat import render_plain
 
 TEXT = st.text(alphabet="abc .\n", max_size=20)
 

@@ -26,9 +26,9 @@ from analysis.tables import build_tables
 from streamgen.benchmarks import Example, Score, load_benchmark
 from streamgen.benchmarks.base import score_columns
 from streamgen.benchmarks.data_manifest import versioned
-from streamgen.cells import Cell, settings_json
 from streamgen.config import ConfigError, benchmark_config, model_config, resolve_data_dir
-from streamgen.records import PairRecord, RunRecord, to_table
+from streamgen.results.cells import Cell, settings_json
+from streamgen.results.records import PairRecord, RunRecord, to_table
 from tests.analysis_fixtures import pair_record, run_record
 
 WRONG_CODE = "```python\ndef nothing():\n    return None\n```"

@@ -9,9 +9,9 @@ import pytest
 
 from analysis.regression import cell_key
 from jobs.rows import RowContext, error_rows, excluded_rows
-from streamgen.cells import Cell, cell_label, settings_json
 from streamgen.config import TypingConfig, benchmark_config, model_config
-from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord
+from streamgen.results.cells import Cell, cell_label, settings_json
+from streamgen.results.records import SCHEMA_VERSION, PairRecord, StepRecord
 
 OWN = {"example_id", "n_segments", "excluded_reason", "error_type", "error_traceback"}
 

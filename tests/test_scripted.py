@@ -13,8 +13,8 @@ import pytest
 
 from streamgen.config import ConfigError, model_config
 from streamgen.decoding.acceptance import Greedy, Threshold
-from streamgen.models import load_decoder
-from streamgen.scripted import SCRIPTS, pool_tokens
+from streamgen.models.registry import load_decoder
+from streamgen.models.scripted import SCRIPTS, pool_tokens
 from streamgen.stream import StreamRequest, run_pair
 from tests.forward_count import counting_calls
 

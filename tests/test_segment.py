@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamgen.segment import SentenceSegmenter, code_block_spans, segment
+from streamgen.requests.segment import SentenceSegmenter, code_block_spans, segment
 
 # ------------------------------------------------------------------------------------------
 # properties

@@ -83,7 +83,7 @@ def test_default_timing_leaves_the_cell_identity_as_it_was() -> None:
 
 
 def test_schema_version_is_part_of_the_id(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import streamgen.cells as cells_mod
+    import streamgen.results.cells as cells_mod
 
     before = {s.shard_id for s in _shards(_grid())}
     monkeypatch.setattr(cells_mod, "SCHEMA_VERSION", 999)

@@ -1,7 +1,7 @@
 """Shared work across acceptance cells (jobs/shared_work.py, streamgen/shared.py): one base run and one
 first stream step per example serve every (acceptance, τ) cell, and the rows are those of separate runs.
 
-Scripted ``calibrated`` models of all four families (streamgen/scripted.py: answer probabilities
+Scripted ``calibrated`` models of all four families (streamgen/models/scripted.py: answer probabilities
 0.99, 0.95, 0.8, 0.6, 0.3, …), so greedy, τ=0.5 and τ=0.9 keep different draft lengths and the cells'
 streams diverge after the shared first step. The actor runs in-process (no Ray); the rows come from
 the CPU worker's own builder (``jobs.rows.score_unit``).

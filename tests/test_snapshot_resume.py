@@ -14,7 +14,7 @@ from jobs.plan import plan_grid
 from jobs.preflight import preflight, recorded_snapshots, snapshot_conflicts
 from jobs.writer import ResultWriter
 from streamgen.config import ConfigError, grid_config, model_config
-from streamgen.records import SCHEMA_VERSION, RunRecord
+from streamgen.results.records import SCHEMA_VERSION, RunRecord
 from tests.checkpoint_cache import COMMIT, STUDY_MODELS, write_snapshot
 
 OLD = "a" * 40

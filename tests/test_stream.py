@@ -11,8 +11,8 @@ from streamgen.benchmarks import Score
 from streamgen.config import ConfigError, model_config
 from streamgen.decoding.acceptance import Greedy, Threshold
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
-from streamgen.models import load_decoder
-from streamgen.records import PAIRS_SCHEMA, STEPS_SCHEMA, PairRecord, StepRecord, to_table
+from streamgen.models.registry import load_decoder
+from streamgen.results.records import PAIRS_SCHEMA, STEPS_SCHEMA, PairRecord, StepRecord, to_table
 from streamgen.stream import PairOutcome, RequestError, StreamRequest, run_pair
 from tests.row_support import row_context
 
@@ -60,7 +60,7 @@ def test_residual_and_speculative_are_separated_exactly(scripted_prefix) -> None
     """Scripted prefix model (k fixed tokens, then a tail set by the request): step 1 decodes the whole
     answer (A forwards), every later step keeps exactly k and costs A - k (docs/design.md, 'Accounting'). So residual =
     A - k and speculative = A + (n - 2)(A - k), whatever the properties' own definitions say."""
-    from streamgen.scripted import SCRIPTS
+    from streamgen.models.scripted import SCRIPTS
 
     a_tokens, k, n = SCRIPTS["prefix"].length + 1, SCRIPTS["prefix"].k, len(GOLDEN_REQUEST.segments)
     outcome = run_pair(scripted_prefix, GOLDEN_REQUEST, Greedy(), base_first=True)
@@ -77,7 +77,7 @@ def test_golden_forward_counts(behaviour: str) -> None:
     """Scripted AR models (every path: the EOS-ended draft kept whole, k kept, nothing kept): per step
     (draft in, accepted, generated, forwards, tokens fed) from docs/design.md, 'Accounting'. Tokens fed = the request tokens
     the cache lacks + the draft for the verify pass, plus one per decode forward."""
-    from streamgen.scripted import SCRIPTS
+    from streamgen.models.scripted import SCRIPTS
 
     d = load_decoder(model_config(f"scripted-ar-{behaviour}"), max_new_tokens=16)
     a_tokens = SCRIPTS[behaviour].length + 1
@@ -214,7 +214,7 @@ def test_step_rows_carry_the_arrived_request_text_and_the_kept_and_thrown_draft(
     """Scripted prefix model: every later step keeps exactly the k fixed tokens of the previous answer.
     So kept = the text of pool[:k], thrown = the text of the previous answer's tokens after k (its EOS
     decodes to nothing), and the arrived texts are the segments themselves."""
-    from streamgen.scripted import SCRIPTS, pool_tokens
+    from streamgen.models.scripted import SCRIPTS, pool_tokens
 
     k = SCRIPTS["prefix"].k
     o = run_pair(scripted_prefix, GOLDEN_REQUEST, Greedy(), base_first=True)

@@ -11,7 +11,7 @@ import pytest
 
 from streamgen.config import model_config
 from streamgen.decoding.acceptance import Greedy
-from streamgen.models import load_decoder
+from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest
 
 REQ = StreamRequest("t", (), ("Write a function that adds two numbers. ", "Use type hints."))

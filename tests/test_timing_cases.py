@@ -6,8 +6,8 @@ import pytest
 
 from analysis import simulate
 from analysis.simulate import one_setting
-from streamgen.costmodel import LinearCost
-from streamgen.policies import Policy, StepFacts, evaluate
+from streamgen.timing.costmodel import LinearCost
+from streamgen.timing.policies import Policy, StepFacts, evaluate
 
 COST = LinearCost(a_s=0.5, b_s=0.01)
 

@@ -24,14 +24,14 @@ from hypothesis import strategies as st
 
 from analysis.simulate import SIM_POLICIES, Script, simulate_once
 from streamgen.config import LIVE_POLICIES, POLICIES, model_config
-from streamgen.costmodel import LinearCost
 from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.meter import ForwardMeter
 from streamgen.live import LiveSettings, run_stream_live
-from streamgen.models import load_decoder
-from streamgen.policies import Policy, PolicyOutcome, StepFacts, evaluate
+from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest
-from streamgen.timeline import TypingModel, arrival_times
+from streamgen.timing.costmodel import LinearCost
+from streamgen.timing.policies import Policy, PolicyOutcome, StepFacts, evaluate
+from streamgen.timing.timeline import TypingModel, arrival_times
 from tests import timing_oracle as oracle
 from tests.timing_oracle import TICK, Job, Schedule, describe, ticks
 

@@ -16,8 +16,8 @@ from analysis.report import write_report
 from analysis.simulate import Script, simulate_once
 from analysis.timing import build_typing
 from streamgen.config import TypingConfig
-from streamgen.policies import StepFacts
-from streamgen.records import StepRecord
+from streamgen.results.records import StepRecord
+from streamgen.timing.policies import StepFacts
 from tests.analysis_fixtures import RecordSet, pair_record, write_record_set
 from tests.test_typing_policies import COST, _example
 

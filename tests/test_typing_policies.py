@@ -11,9 +11,9 @@ import math
 import pytest
 
 from streamgen.config import ConfigError, GridConfig, TypingConfig, validate_typing
-from streamgen.costmodel import CostModelError, LinearCost, fit_cost_model
-from streamgen.policies import Policy, StepFacts, evaluate, policies_of
-from streamgen.timeline import PrefixCounts, TypingModel, arrival_times, prefix_counts
+from streamgen.timing.costmodel import CostModelError, LinearCost, fit_cost_model
+from streamgen.timing.policies import Policy, StepFacts, evaluate, policies_of
+from streamgen.timing.timeline import PrefixCounts, TypingModel, arrival_times, prefix_counts
 
 COST = LinearCost(a_s=0.5, b_s=0.01)
 

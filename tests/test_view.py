@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from analysis.view import STEP_COLUMNS, main, read_js, write_viewer
-from streamgen.scripted import SCRIPTS
+from streamgen.models.scripted import SCRIPTS
 from tests.analysis_fixtures import record_sets, write_record_set
 from tests.view_support import ERROR_EXAMPLE, scripted_results
 

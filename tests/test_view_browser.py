@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis.view import read_js, write_viewer
-from streamgen.scripted import SCRIPTS
+from streamgen.models.scripted import SCRIPTS
 from tests.browser_support import chromium
 from tests.view_support import ERROR_EXAMPLE, scripted_results
 

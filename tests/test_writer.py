@@ -11,7 +11,7 @@ import pytest
 from jobs.shards import expand_cells, expand_shards
 from jobs.writer import ResultWriter
 from streamgen.config import BenchmarkConfig, GridConfig, ModelConfig
-from streamgen.records import SCHEMA_VERSION, PairRecord, StepRecord, arrow_schema
+from streamgen.results.records import SCHEMA_VERSION, PairRecord, StepRecord, arrow_schema
 
 MODEL = ModelConfig(name="tiny-llama", source="tiny", tiny_arch="llama")
 BENCH = BenchmarkConfig(name="mbpp", version="1", module="mbpp", data_file="x")

@@ -24,8 +24,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from streamgen.costmodel import LinearCost
-from streamgen.policies import StepFacts
+from streamgen.timing.costmodel import LinearCost
+from streamgen.timing.policies import StepFacts
 
 TICK = 1 / 32  # seconds; a binary fraction, so sums of tick multiples are exact floats
 LIMIT = 1_000_000  # ticks: a run this long means a bug, not a slow example

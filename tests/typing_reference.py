@@ -1,6 +1,6 @@
 """The per-example typing evaluation, kept deliberately simple as the reference for the array one.
 
-One call of :func:`streamgen.policies.evaluate` per (example, rate, policy), on step rows as dicts,
+One call of :func:`streamgen.timing.policies.evaluate` per (example, rate, policy), on step rows as dicts,
 exactly as ``analysis/timing.py`` computed it before it went over arrays (:mod:`analysis.post_hoc`).
 ``tests/test_post_hoc.py`` compares the two on generated step rows.
 """
@@ -13,9 +13,9 @@ from itertools import groupby
 
 from analysis.timing import _row, example_steps, live_row, step_facts
 from streamgen.config import TypingConfig
-from streamgen.costmodel import CostModelError, LinearCost, fit_cost_model
-from streamgen.policies import Policy, evaluate, policies_of
-from streamgen.timeline import TypingModel
+from streamgen.timing.costmodel import CostModelError, LinearCost, fit_cost_model
+from streamgen.timing.policies import Policy, evaluate, policies_of
+from streamgen.timing.timeline import TypingModel
 
 
 def fit_cost_models(rows: Sequence[dict]) -> dict[tuple[str, str], LinearCost | None]:

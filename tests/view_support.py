@@ -11,7 +11,7 @@ from jobs.plan import plan_grid
 from jobs.rows import error_rows, score_shard, shard_context
 from jobs.writer import ResultWriter
 from streamgen.config import grid_config
-from streamgen.records import PairRecord, to_table, write_parquet_atomic
+from streamgen.results.records import PairRecord, to_table, write_parquet_atomic
 
 MODELS = ("scripted-ar-prefix", "scripted-ar-constant", "scripted-ar-lastsegment")
 ERROR_EXAMPLE = "broken/1"

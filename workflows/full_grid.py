@@ -80,7 +80,7 @@ def budget_line(grid: GridConfig) -> str:
 
     import pyarrow.parquet as pq
 
-    from streamgen.result_files import readable_files
+    from streamgen.results.result_files import readable_files
 
     files = readable_files(grid.results_dir, "pairs", warn=False).files  # the report warns of the others
     cols = ["model", "benchmark", "base_answer_tokens", "cell_settings"]

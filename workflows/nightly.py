@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, n
 from analysis import regression  # noqa: E402
 from jobs.executors import run_grid_on_cluster  # noqa: E402
 from streamgen.config import REPO_ROOT, ConfigError, GridConfig, grid_config, to_yaml  # noqa: E402
-from streamgen.version import code_version  # noqa: E402
+from streamgen.results.version import code_version  # noqa: E402
 
 log = logging.getLogger("nightly")
 BASELINE = REPO_ROOT / "baselines" / "nightly.json"

@@ -1,6 +1,6 @@
 """Paper §6.5's probe as a table: every verifier of each model scores, under the complete request, the
 model's own base answer, another example's (rotated: unrelated) and random tokens of the same length;
-median probability and accepted share under greedy and every τ (``streamgen/probe.py``).
+median probability and accepted share under greedy and every τ (``streamgen/diagnostics/probe.py``).
 
 Local (in this process; SmolLM2 + tiny LLaDA/Dream on HumanEval and CoEdIT, 40 examples each)::
 
@@ -9,7 +9,7 @@ Local (in this process; SmolLM2 + tiny LLaDA/Dream on HumanEval and CoEdIT, 40 e
     python workflows/probe.py reuse=results/local        # the base answers of a grid run, not decoded again
     python workflows/probe.py --dry-run                  # validate, print what is on disk and what would run
 
-Arguments are ``key=value`` fields of ``streamgen.probe.ProbeConfig``. Each (model, benchmark) is one
+Arguments are ``key=value`` fields of ``streamgen.diagnostics.probe.ProbeConfig``. Each (model, benchmark) is one
 Parquet file under ``<results_dir>/probe/`` named by its settings; a rerun keeps the files it finds
 (shared work: delete one to redo it). The table: ``<results_dir>/probe.md`` (``python -m analysis.probe
 DIR`` rebuilds it). On a GPU: ``device=cuda``. No cluster mode: a probe is a base run and three verify
@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's packages first
 
 from streamgen.config import ConfigError, load, model_config, raise_if_problems  # noqa: E402
-from streamgen.probe import ProbeConfig, probe_cell, validate_probe  # noqa: E402
+from streamgen.diagnostics.probe import ProbeConfig, probe_cell, validate_probe  # noqa: E402
 
 log = logging.getLogger("probe")
 
@@ -74,9 +74,9 @@ def run(cfg: ProbeConfig) -> None:
     import torch
     from tqdm import tqdm
 
-    from streamgen.models import load_decoder
-    from streamgen.records import ProbeRecord, to_table, write_parquet_atomic
-    from streamgen.version import code_version
+    from streamgen.models.registry import load_decoder
+    from streamgen.results.records import ProbeRecord, to_table, write_parquet_atomic
+    from streamgen.results.version import code_version
 
     torch.set_num_threads(cfg.threads)
     probe_id = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"

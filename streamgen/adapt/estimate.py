@@ -17,7 +17,7 @@ from streamgen.adapt import checkpoint
 from streamgen.adapt.config import AdaptConfig
 from streamgen.adapt.pairs import prefix_indices
 from streamgen.adapt.sources import TrainingRequest
-from streamgen.segment import SentenceSegmenter
+from streamgen.requests.segment import SentenceSegmenter
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from streamgen.adapt.config import PairSettings
 from streamgen.adapt.sources import TrainingRequest
 from streamgen.adapt.teacher import TeacherAnswer
-from streamgen.chat import Message
 from streamgen.config import ConfigError
-from streamgen.segment import Segmenter
+from streamgen.requests.chat import Message
+from streamgen.requests.segment import Segmenter
 
 
 @dataclass(frozen=True)

@@ -30,12 +30,12 @@ from streamgen.adapt.pairs import TrainingPair, build_pairs
 from streamgen.adapt.sources import load_requests
 from streamgen.adapt.teacher import cache_key, teacher_answers
 from streamgen.adapt.train import EncodedSet, TrainProgress, encode_pairs, lora_model, train
-from streamgen.cells import effective_system_prompt
-from streamgen.chat import Message
 from streamgen.config import ModelConfig, model_config
-from streamgen.records import from_table, to_table, write_parquet_atomic
-from streamgen.segment import SentenceSegmenter
-from streamgen.version import code_version
+from streamgen.requests.chat import Message
+from streamgen.requests.segment import SentenceSegmenter
+from streamgen.results.cells import effective_system_prompt
+from streamgen.results.records import from_table, to_table, write_parquet_atomic
+from streamgen.results.version import code_version
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def needs_teacher(cfg: AdaptConfig) -> bool:
 
 def make_pairs(cfg: AdaptConfig, on_answer: Callable[[int], None] | None = None) -> Path:
     """Requests → (teacher answers) → pairs, written to ``pairs.parquet``; returns its path."""
-    from streamgen.models import load_decoder
+    from streamgen.models.registry import load_decoder
     requests = load_requests(cfg.source, cfg.data_dir)  # leakage refused here, before any model loads
     base = model_config(cfg.model)
     decoder = load_decoder(base, device=resolve_device(cfg.train.device), max_new_tokens=cfg.pairs.max_new_tokens)
@@ -91,7 +91,7 @@ def prompt_renderer(base: ModelConfig, cfg: AdaptConfig, model: Any, tokenizer: 
 
 def composed_messages(messages: Sequence[Message], model_prompt: str | None) -> list[Message]:
     """The messages as the grid renders them for a model with ``model_prompt``: the model's system
-    prompt, then the benchmark's, in one system turn (``streamgen.cells.effective_system_prompt``).
+    prompt, then the benchmark's, in one system turn (``streamgen.results.cells.effective_system_prompt``).
     Without a system turn the decoder's ``render`` prepends the model's prompt itself."""
     if not messages or messages[0]["role"] != "system":
         return list(messages)
@@ -127,7 +127,7 @@ def train_adapter(cfg: AdaptConfig, on_step: Callable[[TrainProgress], None] | N
     is written as it goes (``streamgen.adapt.curve``)."""
     import torch
 
-    from streamgen.weights import load_model_and_tokenizer
+    from streamgen.models.weights import load_model_and_tokenizer
 
     if cfg.train.threads:
         torch.set_num_threads(cfg.train.threads)
@@ -177,7 +177,7 @@ def train_adapter(cfg: AdaptConfig, on_step: Callable[[TrainProgress], None] | N
 
 def merge_adapter(cfg: AdaptConfig) -> Path:
     """Fold the last checkpoint into the base weights; write ``model/`` and the model YAML."""
-    from streamgen.weights import load_model_and_tokenizer
+    from streamgen.models.weights import load_model_and_tokenizer
 
     final = checkpoint.latest(cfg.out_dir / "checkpoints")
     if final is None or final.step != cfg.train.steps:

@@ -20,8 +20,8 @@ from streamgen.adapt.config import SourceSettings
 from streamgen.adapt.leakage import check_benchmark_source, check_rows
 from streamgen.benchmarks import BenchmarkDataError
 from streamgen.benchmarks.sources import read_rows
-from streamgen.chat import Message
 from streamgen.config import BenchmarkConfig, ConfigError, benchmark_config
+from streamgen.requests.chat import Message
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from streamgen.adapt.sources import TrainingRequest
 from streamgen.config import ESTIMATE_ONLY_MODEL_FIELDS
 from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.base import Decoder
-from streamgen.records import to_table, write_parquet_atomic
-from streamgen.segment import Segmenter
+from streamgen.requests.segment import Segmenter
+from streamgen.results.records import to_table, write_parquet_atomic
 from streamgen.stream import StreamRequest, run_stream
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,8 @@ from typing import Any
 from streamgen.adapt import checkpoint
 from streamgen.adapt.config import AUTOCASTS, LoraSettings, TrainSettings
 from streamgen.adapt.pairs import TrainingPair
-from streamgen.chat import Message
 from streamgen.config import ConfigError
+from streamgen.requests.chat import Message
 
 log = logging.getLogger(__name__)
 

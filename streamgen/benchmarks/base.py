@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from streamgen.chat import Message
 from streamgen.config import BenchmarkConfig
+from streamgen.requests.chat import Message
 
 
 class BenchmarkDataError(RuntimeError):

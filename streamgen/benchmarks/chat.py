@@ -16,8 +16,8 @@ from typing import Any
 from streamgen.benchmarks.base import BenchmarkDataError, Example
 from streamgen.benchmarks.sources import read_local, render
 from streamgen.benchmarks.text_benchmark import TextBenchmark
-from streamgen.chat import Message
 from streamgen.config import BenchmarkConfig
+from streamgen.requests.chat import Message
 
 
 def _turn(role: str, content: str) -> Message:

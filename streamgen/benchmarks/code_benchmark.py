@@ -18,8 +18,8 @@ from streamgen.benchmarks.base import Example, Score
 from streamgen.benchmarks.execution import Runner
 from streamgen.benchmarks.sources import read_rows
 from streamgen.config import BenchmarkConfig, ConfigError
+from streamgen.requests.segment import segment
 from streamgen.scoring.extract import Extracted
-from streamgen.segment import segment
 
 NO_CODE = "no code in the answer"
 SCORER_VERSION = "1"

@@ -15,9 +15,9 @@ from typing import Any, Protocol
 from streamgen.benchmarks.base import Example, Score
 from streamgen.benchmarks.sources import read_rows
 from streamgen.config import BenchmarkConfig
+from streamgen.requests.segment import segment
 from streamgen.scoring.extract import extract_text
 from streamgen.scoring.metrics import best_token_f1
-from streamgen.segment import segment
 
 SCORER_VERSION = "1"
 """The shared part of every text benchmark's scorer version: text extraction and normalised token F1.

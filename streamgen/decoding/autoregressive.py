@@ -19,7 +19,6 @@ from typing import Any, NamedTuple
 
 import torch
 
-from streamgen.chat import Message, render_plain
 from streamgen.config import ConfigError, ModelConfig
 from streamgen.decoding.acceptance import (
     AcceptanceRule,
@@ -32,7 +31,8 @@ from streamgen.decoding.base import Family, Generation, StepResult, common_prefi
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import to_host
 from streamgen.decoding.meter import ForwardMeter, device_synchronizer
-from streamgen.numerics import margin_in_spacings
+from streamgen.decoding.numerics import margin_in_spacings
+from streamgen.requests.chat import Message, render_plain
 
 log = logging.getLogger(__name__)
 
@@ -126,14 +126,14 @@ class AutoregressiveDecoder:
 
     def render(self, messages: Sequence[Message]) -> list[int]:
         """Token ids of the chat-templated request, ending with the assistant header (without a chat
-        template: BOS + :func:`streamgen.chat.render_plain`)."""
+        template: BOS + :func:`streamgen.requests.chat.render_plain`)."""
         if self.system_prompt and not any(m["role"] == "system" for m in messages):
             messages = [{"role": "system", "content": self.system_prompt}, *messages]
         if getattr(self.tokenizer, "chat_template", None):
             text = self.tokenizer.apply_chat_template(
                 list(messages), tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs)
             return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        # base models have no template: a plain transcript after the BOS token (streamgen.chat.render_plain)
+        # base models have no template: a plain transcript after the BOS token (streamgen.requests.chat.render_plain)
         bos = getattr(self.tokenizer, "bos_token_id", None)
         return [*([bos] if bos is not None else []),
                 *self.tokenizer(render_plain(messages), add_special_tokens=False)["input_ids"]]

@@ -3,7 +3,7 @@
 The stream procedure (`streamgen.stream`) only talks to :class:`Decoder` and :class:`StreamSession`,
 so autoregressive, ReFusion, bidirectional and DiffusionGemma decoders are interchangeable behind it.
 The vocabulary they share lives in leaf modules: the forward meter (:mod:`streamgen.decoding.meter`),
-acceptance rules (:mod:`streamgen.decoding.acceptance`) and chat messages (:mod:`streamgen.chat`).
+acceptance rules (:mod:`streamgen.decoding.acceptance`) and chat messages (:mod:`streamgen.requests.chat`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-from streamgen.chat import Message
 from streamgen.decoding.acceptance import AcceptanceRule
 from streamgen.decoding.meter import MeterReading
+from streamgen.requests.chat import Message
 
 Family = Literal["autoregressive", "refusion", "bidirectional", "diffusion_gemma"]
 
@@ -28,7 +28,7 @@ class Generation:
     decoded answer without special tokens. ``wall_s`` is end-to-end, device-synchronised;
     ``meter`` holds forwards, tokens fed and the wall time spent inside forwards. ``margins``
     (autoregressive decoders; None elsewhere): per answer token, the top-1 minus top-2 logit of the
-    forward row that chose it, in units of the logits dtype's spacing (``streamgen.numerics``).
+    forward row that chose it, in units of the logits dtype's spacing (``streamgen.decoding.numerics``).
     """
 
     token_ids: tuple[int, ...]

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from streamgen.rope import Float32RopeBuffers
+from streamgen.models.rope import Float32RopeBuffers
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def _float32_rotary(arch: str) -> type:
 
     A subclass of the rotary module rather than an override on :class:`BidirLM`: ``_apply`` recurses
     through children, so a cast of the whole model, of ``model.model`` or of the rotary module alone
-    all keep the frequencies (:mod:`streamgen.rope`). Built on first use (transformers' modeling
+    all keep the frequencies (:mod:`streamgen.models.rope`). Built on first use (transformers' modeling
     modules load lazily here); :func:`__getattr__` finds it by name for pickle.
     """
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
@@ -341,9 +341,9 @@ def load_bidir_checkpoint(arch: BidirArch, folder: str | Path, *, dtype: torch.d
 
     Straight to ``device``: the model is built with its parameters on meta and its RoPE buffer computed
     on ``device`` in float32; each checkpoint tensor is read there and cast to ``dtype`` one at a time
-    (:mod:`streamgen.checkpoint_io`), so no full host copy is ever made.
+    (:mod:`streamgen.models.checkpoint_io`), so no full host copy is ever made.
     """
-    from streamgen.checkpoint_io import (
+    from streamgen.models.checkpoint_io import (
         CheckpointReadError,
         checkpoint_tensors,
         parameters_on_meta,

@@ -32,7 +32,6 @@ from typing import Any
 
 import torch
 
-from streamgen.chat import Message
 from streamgen.config import ConfigError, ModelConfig
 from streamgen.decoding import autoregressive
 from streamgen.decoding.acceptance import (
@@ -57,8 +56,9 @@ from streamgen.decoding.bidir_sampler import (
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.over_text import OverText
-from streamgen.rope import cast_keeping_rope_float32
-from streamgen.weights import LoadedModel, load_model_and_tokenizer, torch_dtype
+from streamgen.models.rope import cast_keeping_rope_float32
+from streamgen.models.weights import LoadedModel, load_model_and_tokenizer, torch_dtype
+from streamgen.requests.chat import Message
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +317,7 @@ def _mask_id(model: Any, tokenizer: Any, configured: int | None) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# The family: its weight loader and decoder (streamgen.models lists FAMILY)
+# The family: its weight loader and decoder (streamgen.models.registry lists FAMILY)
 # --------------------------------------------------------------------------------------------
 
 
@@ -336,7 +336,7 @@ def load_weights(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
         resolve_checkpoint_folder,
         tiny_bidir_model,
     )
-    from streamgen.tokenizers import tiny_tokenizer
+    from streamgen.models.tokenizers import tiny_tokenizer
 
     if cfg.source == "scripted":
         return load_model_and_tokenizer(cfg, device)

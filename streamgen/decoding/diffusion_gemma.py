@@ -27,7 +27,6 @@ from typing import Any, NamedTuple
 
 import torch
 
-from streamgen.chat import Message
 from streamgen.config import ConfigError, ModelConfig
 from streamgen.decoding.acceptance import (
     AcceptanceRule,
@@ -40,8 +39,9 @@ from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.over_text import OverText
-from streamgen.rope import cast_keeping_rope_float32
-from streamgen.weights import LoadedModel, ModelLoadError, load_model_and_tokenizer, torch_dtype
+from streamgen.models.rope import cast_keeping_rope_float32
+from streamgen.models.weights import LoadedModel, ModelLoadError, load_model_and_tokenizer, torch_dtype
+from streamgen.requests.chat import Message
 
 log = logging.getLogger(__name__)
 
@@ -307,17 +307,17 @@ class DiffusionGemmaSession:
 
 
 # --------------------------------------------------------------------------------------------
-# The family: its weight loader and decoder (streamgen.models lists FAMILY)
+# The family: its weight loader and decoder (streamgen.models.registry lists FAMILY)
 # --------------------------------------------------------------------------------------------
 
 
 def load_weights(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
     """Tiny → a seeded random ``DiffusionGemmaForBlockDiffusion`` with the offline tokenizer; scripted →
-    ``streamgen.scripted``; hub id or folder → ``DiffusionGemmaForBlockDiffusion.from_pretrained``
+    ``streamgen.models.scripted``; hub id or folder → ``DiffusionGemmaForBlockDiffusion.from_pretrained``
     (native transformers, no hub code)."""
-    from streamgen.tokenizers import tiny_tokenizer
+    from streamgen.models.tokenizers import tiny_tokenizer
 
-    if cfg.source == "scripted":  # streamgen.scripted: answers by design
+    if cfg.source == "scripted":  # streamgen.models.scripted: answers by design
         return load_model_and_tokenizer(cfg, device)
     dtype = torch_dtype(cfg.dtype)
     if cfg.source == "tiny":

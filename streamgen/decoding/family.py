@@ -1,7 +1,7 @@
 """What a model family plugs in: how to load its weights and how to wrap them in its decoder.
 
-Each decoder module declares one :class:`FamilyPlugin` named ``FAMILY``; :mod:`streamgen.models` lists
-them explicitly (no names looked up at run time). Loading comes from :mod:`streamgen.weights`, a leaf
+Each decoder module declares one :class:`FamilyPlugin` named ``FAMILY``; :mod:`streamgen.models.registry` lists
+them explicitly (no names looked up at run time). Loading comes from :mod:`streamgen.models.weights`, a leaf
 the decoder modules may import, so no decoder module imports the registry (tests/test_import_direction.py).
 """
 
@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from streamgen.config import ModelConfig
 from streamgen.decoding.base import Decoder, Family
-from streamgen.weights import LoadedModel, load_model_and_tokenizer
+from streamgen.models.weights import LoadedModel, load_model_and_tokenizer
 
 Loader = Callable[[ModelConfig, str], LoadedModel]
 """``(cfg, device) → LoadedModel``: the weights and tokenizer a model config names."""

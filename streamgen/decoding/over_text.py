@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Self
 
-from streamgen.chat import Message
 from streamgen.decoding.acceptance import cut_draft
+from streamgen.requests.chat import Message
 
 if TYPE_CHECKING:
     from streamgen.decoding.autoregressive import AutoregressiveDecoder

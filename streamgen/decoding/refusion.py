@@ -33,7 +33,6 @@ from typing import Any
 
 import torch
 
-from streamgen.chat import Message
 from streamgen.config import DIFFUSION_DEVIATIONS, ConfigError, ModelConfig
 from streamgen.decoding import autoregressive
 from streamgen.decoding.acceptance import (
@@ -48,6 +47,7 @@ from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.over_text import OverText
 from streamgen.decoding.slots import KV, SlotEngine, SlotState
+from streamgen.requests.chat import Message
 
 log = logging.getLogger(__name__)
 

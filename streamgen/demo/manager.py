@@ -17,8 +17,8 @@ from streamgen.decoding.acceptance import make_rule
 from streamgen.demo.session import DemoInputError, DemoSession, Limits
 from streamgen.demo.settings import DemoConfig
 from streamgen.demo.worker import ModelWorker
-from streamgen.granularity import make_segmenter
-from streamgen.policies import Policy
+from streamgen.timing.granularity import make_segmenter
+from streamgen.timing.policies import Policy
 
 log = logging.getLogger(__name__)
 

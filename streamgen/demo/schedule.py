@@ -1,6 +1,6 @@
 """Which prefix to draft next when segments arrive live: the policies' own rule, on arrivals so far.
 
-:meth:`streamgen.policies.Policy.next_step` plans over a request whose segment arrivals are all
+:meth:`streamgen.timing.policies.Policy.next_step` plans over a request whose segment arrivals are all
 known. While the user types, the number of segments is not: the arrivals so far are followed by one
 pseudo-segment arriving at +inf ("what is still to come"). A decision that lands on it means
 "wait for the next segment"; once the request is submitted the pseudo-segment goes away and the
@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from streamgen.policies import Policy
+from streamgen.timing.policies import Policy
 
 
 def next_prefix(policy: Policy, last: int, now_s: float, arrivals: Sequence[float], submitted: bool) -> int | None:

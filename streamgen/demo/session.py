@@ -22,9 +22,9 @@ from streamgen.decoding.acceptance import AcceptanceRule
 from streamgen.decoding.base import Decoder, Generation, StepResult, common_prefix_length, draft_fingerprint
 from streamgen.demo.schedule import next_prefix
 from streamgen.demo.worker import ModelWorker
-from streamgen.policies import Policy
-from streamgen.segment import Segmenter
+from streamgen.requests.segment import Segmenter
 from streamgen.stream import RequestError, StreamRequest, check_request
+from streamgen.timing.policies import Policy
 
 log = logging.getLogger(__name__)
 

@@ -26,9 +26,9 @@ class DemoConfig:
     model: str = "smollm2"
     acceptance: str = "greedy"
     tau: float | None = None
-    policy: str = "latest"  # streamgen.policies: every | latest | every_k (cap is post hoc only)
+    policy: str = "latest"  # streamgen.timing.policies: every | latest | every_k (cap is post hoc only)
     every_k: int = 2
-    granularity: str = "sentence"  # streamgen.granularity: sentence | word | chars
+    granularity: str = "sentence"  # streamgen.timing.granularity: sentence | word | chars
     segment_chars: int = 40
     max_new_tokens: int = 128
     device: str = "cpu"

@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from streamgen.config import ConfigError
-from streamgen.tokenizers import tiny_tokenizer
+from streamgen.models.tokenizers import tiny_tokenizer
 
 ASSISTANT_HEADER = "<|im_start|>assistant\n"  # the tiny tokenizer's ChatML generation prompt
 DEFAULT_PROB = 0.999

@@ -6,10 +6,10 @@ offline model is SmolLM2-135M-Instruct, shipped as a GGUF inside the ``llm-smoll
 is dequantised once into a cached safetensors folder (``$STREAMGEN_CACHE`` or ``~/.cache/streamgen``).
 
 Tiny random-weight models (``source: tiny``) are built from a seeded config for tests; see
-:func:`tiny_model` and :func:`streamgen.tokenizers.tiny_tokenizer`.
+:func:`tiny_model` and :func:`streamgen.models.tokenizers.tiny_tokenizer`.
 
 A leaf of the model side: it imports no decoder, so a family's decoder module may import it for its own
-loader (docs/design.md, 'Layers'); :mod:`streamgen.models` puts the families' loaders and decoders together.
+loader (docs/design.md, 'Layers'); :mod:`streamgen.models.registry` puts the families' loaders and decoders together.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from unittest import mock
 
 from streamgen.config import ConfigError, ModelConfig, raise_if_problems, validate_model
-from streamgen.tokenizers import tiny_tokenizer
+from streamgen.models.tokenizers import tiny_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ def _from_folder(path: str | Path, cfg: ModelConfig, device: str) -> LoadedModel
     ``device`` (``device_map``: no full host copy first); a multimodal Gemma-3 as its text model only."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from streamgen.checkpoint_io import CheckpointReadError
+    from streamgen.models.checkpoint_io import CheckpointReadError
 
     kwargs = dict(revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     try:
@@ -237,7 +237,7 @@ def _from_folder(path: str | Path, cfg: ModelConfig, device: str) -> LoadedModel
 def _weights_to_device(path: str | Path, config: Any, cfg: ModelConfig, device: str) -> Any:
     from transformers import AutoModelForCausalLM
 
-    from streamgen.gemma3_text import is_multimodal_gemma3, load_gemma3_text, local_snapshot
+    from streamgen.models.gemma3_text import is_multimodal_gemma3, load_gemma3_text, local_snapshot
 
     dtype = torch_dtype(cfg.dtype)
     if is_multimodal_gemma3(config):
@@ -252,7 +252,7 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedMod
     """Load the weights and tokenizer a model config names (never downloads unless it names a hub id)."""
     raise_if_problems(validate_model(cfg), f"model {cfg.name or '<model>'} is misconfigured")
     if cfg.source == "tiny":
-        from streamgen.rope import cast_keeping_rope_float32
+        from streamgen.models.rope import cast_keeping_rope_float32
 
         mask = dict(cfg.decoding).get("mask_token_id")  # a diffusion family's mask id past the tokenizer's
         vocab = max(len(tiny_tokenizer()), int(mask) + 1) if mask is not None else None
@@ -280,15 +280,15 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedMod
 
 def _scripted(cfg: ModelConfig, device: str) -> LoadedModel:
     """A scripted model (``path`` = behaviour), causal or bidirectional as its family decodes."""
-    from streamgen.rope import cast_keeping_rope_float32
-    from streamgen.scripted import scripted_diffusion_gemma, scripted_model
+    from streamgen.models.rope import cast_keeping_rope_float32
+    from streamgen.models.scripted import scripted_diffusion_gemma, scripted_model
 
     tok = tiny_tokenizer()
     mask = dict(cfg.decoding).get("mask_token_id") or len(tok) - 1
     if cfg.family == "diffusion_gemma":  # no mask token in the model: the id only gets probability 0
         model: Any = scripted_diffusion_gemma(cfg.path, mask_token_id=len(tok) - 1)
-    elif cfg.path == "neartie":  # streamgen.scripted_tie: a designed verify-vs-decode flip
-        from streamgen.scripted_tie import near_tie_model
+    elif cfg.path == "neartie":  # streamgen.models.scripted_tie: a designed verify-vs-decode flip
+        from streamgen.models.scripted_tie import near_tie_model
 
         model = near_tie_model(int(mask))
     else:

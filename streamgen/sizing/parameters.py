@@ -73,7 +73,7 @@ def _config_json(cfg: ModelConfig) -> Path | None:
         path = Path(cfg.path) / "config.json"
         return path if path.is_file() else None
     if cfg.source == "hub":
-        from streamgen.checkpoints import find_snapshot
+        from streamgen.models.checkpoints import find_snapshot
 
         snap = find_snapshot(cfg.path, cfg.revision)
         return snap.folder / "config.json" if snap is not None else None
@@ -89,7 +89,7 @@ def _gguf_size(path: Path) -> ModelSize:
 
 
 def _gguf_path(cfg: ModelConfig) -> Path:
-    from streamgen import weights
+    from streamgen.models import weights
 
     if cfg.source == "smollm2":
         return weights.smollm2_gguf_path()
@@ -101,7 +101,7 @@ def _gguf_path(cfg: ModelConfig) -> Path:
 @functools.lru_cache(maxsize=64)
 def _built_size(key: str) -> ModelSize:
     """Build a tiny or scripted model on the CPU and count it (cached per config)."""
-    from streamgen.models import FAMILIES
+    from streamgen.models.registry import FAMILIES
 
     cfg = ModelConfig(**json.loads(key))
     model = FAMILIES[cfg.family].load(cfg, "cpu").model

@@ -20,7 +20,7 @@ The user's wait is ``end of the last step − t_n``; the backlog is ``start of t
 an example *keeps up* when every step that ran before the last ended by the arrival of the next
 step the policy planned, and no step was skipped (a tie — a step ending exactly when two segments
 arrive — still skips one: it does not keep up, as the live rows say). A step whose work differs from the recorded one
-(another draft, skipped prefixes, a capped draft) costs what :class:`~streamgen.costmodel.LinearCost`
+(another draft, skipped prefixes, a capped draft) costs what :class:`~streamgen.timing.costmodel.LinearCost`
 says, and the outcome is flagged ``modelled`` (docs/timing.md lists the assumptions).
 """
 
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from streamgen.config import POLICIES, ConfigError, TypingConfig
-from streamgen.costmodel import LinearCost
+from streamgen.timing.costmodel import LinearCost
 
 __all__ = ["Chain", "Decision", "Policy", "PolicyOutcome", "RunStep", "StepFacts", "Work", "evaluate",
            "policies_of", "skipped_request_tokens"]
@@ -162,7 +162,7 @@ def _work(s: StepFacts, draft_in: int, extra_prefix: int, cap: int | None, final
     if (forwards, tokens) == (s.forwards, s.tokens_fed):
         return Work(s.wall_s, accepted + generated, False)
     if cost is None:
-        raise ValueError("this policy changes work nobody ran: pass a fitted cost model (streamgen.costmodel)")
+        raise ValueError("this policy changes work nobody ran: pass a fitted cost model (streamgen.timing.costmodel)")
     return Work(cost.cost(forwards, tokens), accepted + generated, True)
 
 

@@ -78,7 +78,7 @@ class PairRecord:
     # ReFusion's effective thresholds in this cell (model YAML + decoding.per_benchmark); null otherwise
     slot_threshold: float | None = None
     token_threshold: float | None = None
-    cell_fingerprint: str | None = None  # hash of every result-defining setting (streamgen.cells); null before v2
+    cell_fingerprint: str | None = None  # hash of every result-defining setting (streamgen.results.cells); null before v2
     cell_settings: str | None = None  # those settings as flat JSON, so the analysis can say what differs
     sandbox_view: str | None = None  # what scored programs could see ('allowlist-1', 'host'); null unscored
     live_policy: str | None = None  # live cells: the drafting policy on the real clock (docs/timing.md)
@@ -87,7 +87,7 @@ class PairRecord:
     # Numerics and divergence (issue 27, docs/numerics.md). Margins are top-1 minus top-2 logit in units
     # of the logits dtype's spacing at the top-1 logit; null for families that report none.
     tie_guard: float | None = None  # greedy's tie guard in dtype spacings; null: none
-    numerics: str | None = None  # JSON: the actor's streamgen.numerics.NumericsRecord
+    numerics: str | None = None  # JSON: the actor's streamgen.decoding.numerics.NumericsRecord
     first_diff_token: int | None = None  # first answer position where stream and base tokens differ; null: equal
     base_margin_at_diff: float | None = None  # the base run's margin there (its decode / prefill row)
     stream_margin_at_diff: float | None = None  # the final step's margin there (verify row or regeneration)
@@ -157,7 +157,7 @@ class RunRecord:
     forwards_executed: int | None = None  # model calls the actors actually executed (shared runs once)
     status: str | None = None  # running / finished / interrupted / aborted / failed (None: before status existed)
     stop_signal: str | None = None  # SIGTERM / SIGINT when status is interrupted
-    numerics: str | None = None  # JSON: actor id → its streamgen.numerics.NumericsRecord (docs/numerics.md)
+    numerics: str | None = None  # JSON: actor id → its streamgen.decoding.numerics.NumericsRecord (docs/numerics.md)
     model_snapshots: str | None = None  # JSON: model → the hub snapshot commit it loaded (null: not a hub model)
     examples_resumed: int | None = None  # pair rows taken from killed units' spools instead of decoded (jobs.spool)
 
@@ -189,7 +189,7 @@ class ScoreRecord:
 @dataclass(frozen=True)
 class ProbeRecord:
     """Paper §6.5: one verifier's verdict on one draft offered under the complete request, under one
-    acceptance rule (``streamgen.probe``). One verify forward serves every rule of a (draft, verifier)."""
+    acceptance rule (``streamgen.diagnostics.probe``). One verify forward serves every rule of a (draft, verifier)."""
 
     probe_id: str  # one probe invocation: UTC start time + random hex
     model: str

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from streamgen import __version__
 
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 @functools.cache

@@ -4,7 +4,7 @@ A typist enters the request at ``rate`` characters per second. Two refinements, 
 (:class:`streamgen.config.TypingConfig`):
 
 - **pasted code**: the characters of a code block (fenced, HTML or indented, as
-  :func:`streamgen.segment.code_block_spans` finds them) arrive at once, taking no typing time;
+  :func:`streamgen.requests.segment.code_block_spans` finds them) arrive at once, taking no typing time;
 - **sentence pauses**: after every sentence end except the request's last (the sentence
   segmenter's boundaries), the typist pauses ``sentence_pause_s`` before typing on.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from streamgen.segment import code_block_spans, segment
+from streamgen.requests.segment import code_block_spans, segment
 
 __all__ = ["PrefixCounts", "TypingModel", "prefix_counts", "arrival_times"]
 

@@ -10,7 +10,7 @@ in one verify forward each:
 - ``random``: as many tokens as ``own``, drawn from the tokenizer's ordinary tokens, seeded per example.
 
 Each verdict is kept under greedy and every τ (one forward serves them all) as a
-:class:`~streamgen.records.ProbeRecord`: median probability of the draft's tokens and the accepted
+:class:`~streamgen.results.records.ProbeRecord`: median probability of the draft's tokens and the accepted
 leading run. Base answers are shared work: decoded once per (model, benchmark, example) — the own draft of
 one example is the unrelated draft of the previous one — or reused from a results directory's pairs
 (:func:`reused_answers`). ``analysis/probe.py`` turns the records into the report table.
@@ -28,11 +28,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from streamgen.chat import Message
 from streamgen.config import VERIFIER_MODE_FAMILIES, ConfigError, check_tau
 from streamgen.decoding.acceptance import AcceptanceRule, Verification, accepted_length, make_rule
-from streamgen.records import SCHEMA_VERSION, ProbeRecord
-from streamgen.result_files import readable_files
+from streamgen.requests.chat import Message
+from streamgen.results.records import SCHEMA_VERSION, ProbeRecord
+from streamgen.results.result_files import readable_files
 
 log = logging.getLogger(__name__)
 
@@ -175,8 +175,8 @@ def examples_with_answers(decoder: Any, cfg: ProbeConfig, model: str, benchmark:
     """The first ``cfg.limit`` examples of ``benchmark`` with ``model``'s base answers: reused from
     ``cfg.reuse`` when given, else decoded here (one base run each). Returns them and their source."""
     from streamgen.benchmarks import load_benchmark
-    from streamgen.cells import effective_system_prompt
     from streamgen.config import benchmark_config, model_config
+    from streamgen.results.cells import effective_system_prompt
 
     model_prompt = model_config(model).system_prompt
     items = load_benchmark(benchmark_config(benchmark)).examples(limit=cfg.limit)

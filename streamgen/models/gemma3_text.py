@@ -5,7 +5,7 @@ Gemma-3-4B/12B/27B-IT are published as ``Gemma3ForConditionalGeneration`` (``con
 builds the SigLIP vision tower and the projector too. The study feeds text only, and on text the
 conditional model's logits are exactly its language model's, so the loader builds ``Gemma3ForCausalLM``
 from the ``text_config`` and reads only the language-model tensors, straight to the device
-(:mod:`streamgen.checkpoint_io`); the vision tower's tensors are never read.
+(:mod:`streamgen.models.checkpoint_io`); the vision tower's tensors are never read.
 
 Checkpoint names, both layouts seen in practice:
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from streamgen.checkpoint_io import (
+from streamgen.models.checkpoint_io import (
     CheckpointReadError,
     checkpoint_tensors,
     parameters_on_meta,

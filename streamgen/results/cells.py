@@ -31,7 +31,7 @@ from streamgen.config import (
     TypingConfig,
     result_fields,
 )
-from streamgen.records import SCHEMA_VERSION
+from streamgen.results.records import SCHEMA_VERSION
 
 HASH_CHARS = 16
 PROMPT_SEPARATOR = "\n\n"
@@ -165,7 +165,7 @@ class Cell:
         return timing
 
     def settings(self) -> dict[str, Any]:
-        """Every result-defining setting of the cell (``streamgen.cells.cell_settings``)."""
+        """Every result-defining setting of the cell (``streamgen.results.cells.cell_settings``)."""
         return cell_settings(self.model, self.benchmark, acceptance=self.acceptance, tau=self.tau,
                              verifier_mode=self.verifier_mode, max_new_tokens=self.max_new_tokens,
                              limit=self.limit, timing=self.timing(), numerics=self.numerics)

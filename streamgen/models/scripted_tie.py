@@ -1,6 +1,6 @@
 """The near-tie scripted model: a controlled bfloat16-style flip between verify and decode, by design.
 
-A causal scripted model (``streamgen.scripted``; ``configs/models/scripted-ar-neartie.yaml``) whose
+A causal scripted model (``streamgen.models.scripted``; ``configs/models/scripted-ar-neartie.yaml``) whose
 answer is ``fixed[:T]``, then a *branch* token at answer position ``T``, then a 3-token tail that
 depends only on the branch token in place, then EOS. With ``r`` the rendered request's byte length:
 
@@ -24,7 +24,7 @@ import math
 
 import torch
 
-from streamgen.scripted import (
+from streamgen.models.scripted import (
     DEFAULT_PROB,
     Script,
     ScriptedLM,

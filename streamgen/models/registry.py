@@ -3,7 +3,7 @@
 Each family module declares ``FAMILY`` (:class:`streamgen.decoding.family.FamilyPlugin`: its weight
 loader and its decoder builder); :data:`FAMILIES` names them all here, so adding a family is one import
 and one entry, and a family name a config gives is checked against this list, never imported by name.
-Weight loading itself lives in :mod:`streamgen.weights`, a leaf the decoder modules import.
+Weight loading itself lives in :mod:`streamgen.models.weights`, a leaf the decoder modules import.
 """
 
 from __future__ import annotations
@@ -43,5 +43,5 @@ _MOVED_TO_WEIGHTS = ("LoadedModel", "ModelLoadError", "cache_dir", "converted_gg
 def __getattr__(name: str) -> object:
     """A weight-loading name that used to live here fails with the module it lives in now (issue 12)."""
     if name in _MOVED_TO_WEIGHTS:
-        raise ImportError(f"{name} moved out of streamgen.models: import it from streamgen.weights")
+        raise ImportError(f"{name} moved out of streamgen.models.registry: import it from streamgen.models.weights")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,8 +1,8 @@
 """Segment granularity: a request arrives by sentence (the default), by word, or in fixed chunks.
 
-Every segmenter here keeps the guarantees of :mod:`streamgen.segment`: lossless
+Every segmenter here keeps the guarantees of :mod:`streamgen.requests.segment`: lossless
 (``"".join(segs) == text``), deterministic, no empty segment, and a code block (fenced, HTML,
-indented: :func:`streamgen.segment.code_block_spans`) is never split — a pasted block is one unit.
+indented: :func:`streamgen.requests.segment.code_block_spans`) is never split — a pasted block is one unit.
 
 - ``word``: a boundary at the end of every whitespace run outside code blocks (a word keeps the
   whitespace after it; leading whitespace joins the first word), plus around each code block;
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from streamgen.config import GRANULARITIES, ConfigError
-from streamgen.segment import Segmenter, SentenceSegmenter, code_block_spans
+from streamgen.requests.segment import Segmenter, SentenceSegmenter, code_block_spans
 
 __all__ = ["WordSegmenter", "CharsSegmenter", "make_segmenter"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamgen.chat import Message
+from streamgen.requests.chat import Message
 
 __all__ = ["StreamRequest"]
 

@@ -149,7 +149,7 @@ def _refusion_rule(cfg: ModelConfig, benchmark: str, budget: int) -> Rule:
 def dg_shape(cfg: ModelConfig) -> tuple[int, int, int]:
     """DiffusionGemma's (canvas length, max denoising steps, s_min) for ``cfg`` (docs/diffusion.md)."""
     from streamgen.decoding.diffusion_gemma import TINY_CANVAS, dg_settings_from
-    from streamgen.scripted import SCRIPTED_CANVAS
+    from streamgen.models.scripted import SCRIPTED_CANVAS
 
     s = dg_settings_from(dict(cfg.decoding))
     steps = int(s.max_denoising_steps or DG_DEFAULT_STEPS)
