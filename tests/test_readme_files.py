@@ -61,3 +61,23 @@ def test_every_module_is_listed() -> None:
     globbed = {str(p.relative_to(ROOT)) for pattern in listed if "*" in pattern for p in ROOT.glob(pattern)}
     unlisted = [m for m in modules if m not in listed and m not in globbed]
     assert not unlisted, f"modules missing from README's Files section (add a line each): {unlisted}"
+
+
+def _printed_sample() -> list[str]:
+    """The lines README's first screen shows of what the default grid prints."""
+    after = (ROOT / "README.md").read_text().split("and ends with", 1)[1]
+    return after.split("```", 2)[1].strip("\n").split("\n")
+
+
+def test_the_first_screens_sample_is_worded_as_the_run_prints() -> None:
+    """Every word of the sample's summary lines (the table rows aside) is in the code that prints them, so a
+    reworded summary line cannot leave a stale sample on the README's first screen."""
+    printers = "".join((ROOT / path).read_text() for path in ("workflows/full_grid.py", "analysis/report.py"))
+    sample = _printed_sample()
+    assert 8 <= len(sample) <= 12, "about ten lines"
+    summary = [line for line in sample if not line.startswith("|")]
+    assert len(summary) >= 4
+    for line in summary:
+        stale = [w for w in re.findall(r"[A-Za-z][A-Za-z ]{3,}[A-Za-z]", line.split(":", 1)[-1] if line.startswith("run ") else line)
+                 if w not in printers]
+        assert not stale, f"README sample line {line!r}: {stale} not printed by the run"
