@@ -122,17 +122,3 @@ def draft_fingerprint(token_ids: Sequence[int]) -> str:
     steps rows' ``draft_fingerprint`` column and the demo page's draft ids."""
     return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
 
-
-_MOVED = {
-    **dict.fromkeys(("ForwardCall", "ForwardMeter", "MeterReading", "Span", "device_synchronizer"),
-                    "streamgen.decoding.meter"),
-    **dict.fromkeys(("AcceptanceRule", "Greedy", "Threshold", "Verification", "make_rule", "accepted_length",
-                     "cut_draft", "draft_is_complete"), "streamgen.decoding.acceptance"),
-}
-
-
-def __getattr__(name: str) -> object:
-    """A name that used to live here fails with the module it lives in now (issue 12)."""
-    if name in _MOVED:
-        raise ImportError(f"{name} moved out of streamgen.decoding.base: import it from {_MOVED[name]}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -35,13 +35,3 @@ def load_decoder(cfg: ModelConfig, *, device: str = "cpu", max_new_tokens: int =
     loaded = family.load(cfg, device)
     return family.build_decoder(cfg, loaded.model, loaded.tokenizer, device, max_new_tokens)
 
-
-_MOVED_TO_WEIGHTS = ("LoadedModel", "ModelLoadError", "cache_dir", "converted_gguf_folder", "load_model_and_tokenizer",
-                     "smollm2_gguf_path", "tiny_config", "tiny_model", "torch_dtype")
-
-
-def __getattr__(name: str) -> object:
-    """A weight-loading name that used to live here fails with the module it lives in now (issue 12)."""
-    if name in _MOVED_TO_WEIGHTS:
-        raise ImportError(f"{name} moved out of streamgen.models.registry: import it from streamgen.models.weights")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
