@@ -144,11 +144,3 @@ def test_smollm2_loads_from_the_package_and_answers() -> None:
     assert "Paris" in gen.text
     assert os.path.isdir(weights.converted_gguf_folder(weights.smollm2_gguf_path()))
 
-
-def test_a_moved_name_says_where_it_lives_now() -> None:
-    with pytest.raises(ImportError, match="import it from streamgen.models.weights"):
-        from streamgen.models.registry import tiny_model  # noqa: F401
-    with pytest.raises(ImportError, match="import it from streamgen.decoding.acceptance"):
-        from streamgen.decoding.base import Greedy  # noqa: F401
-    with pytest.raises(AttributeError):
-        models.no_such_name  # noqa: B018
