@@ -39,8 +39,8 @@ BASE: dict[str, Any] = {
 
 
 def write_data_benchmark(root: Path, spec: dict[str, Any] | None = None, rows: list[dict] | None = None) -> tuple[Path, Path]:
-    """A configs/ copy holding ``configs/benchmarks/tinyqa.yaml`` and a data dir holding its JSONL and
-    MANIFEST line: the three things a data-only benchmark is. Returns (configs, data)."""
+    """A copy of the configs folder holding the ``tinyqa`` benchmark YAML and a data dir holding its JSONL
+    and MANIFEST line: the three things a data-only benchmark is. Returns (configs, data)."""
     configs, data = root / "configs", root / "data"
     shutil.copytree(REPO_ROOT / "configs", configs)
     (configs / "benchmarks" / f"{NAME}.yaml").write_text(yaml.safe_dump(spec or BASE))
