@@ -192,3 +192,19 @@ def test_training_rows_repeating_a_data_benchmark_are_refused_naming_it(tinyqa: 
         load_requests(SourceSettings(kind="rows", data_file="leaky.jsonl", request_field="text"), tinyqa)
     clean = load_requests(SourceSettings(kind="rows", data_file="clean.jsonl", request_field="text"), tinyqa)
     assert [r.request_id for r in clean] == ["t1", "t3"]
+
+
+def test_content_check_catches_rows_the_shape_check_misses() -> None:
+    from streamgen.adapt.leakage import check_rows, evaluation_index, evaluation_split
+    from streamgen.benchmarks.sources import read_local
+
+    data = default_data_dir()
+    index = evaluation_index(data)
+    humaneval = json.loads(gzip.open(data / "humaneval/HumanEval.jsonl.gz", "rt").readline())
+    coedit = read_local(data, "coedit/jfleg_test_coedit_format.jsonl")[0]
+    reshaped = [{"id": "a", "text": humaneval["prompt"]},  # a HumanEval prompt without HumanEval's fields
+                {"id": "b", "messages": [{"role": "user", "content": coedit["src"].replace(": ", ":\n", 1)}]}]
+    assert [evaluation_split(r) for r in reshaped] == [None, None]  # the shapes say nothing
+    with pytest.raises(LeakageError, match=r"2 row.*coedit, humaneval.*example HumanEval/0"):
+        check_rows(reshaped, "reshaped rows", index)
+    check_rows(read_local(data, "train/mbpp_train.jsonl"), "MBPP train", index)  # the training split passes
