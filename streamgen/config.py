@@ -139,7 +139,7 @@ class BenchmarkConfig:
     hub_split: str | None = None
     prompt_template: str = "{request}"
     answer_extraction: str = "code"  # code | text
-    metric: str = "pass@1"  # pass@1 | f1
+    metric: str = "pass@1"  # pass@1 | f1 | exact
     timeout_s: float = 10.0
     max_new_tokens: int = 512
     system_prompt: str | None = None  # the answer-format instruction; after the model's own (streamgen.results.cells)
@@ -404,8 +404,8 @@ def validate_benchmark(cfg: BenchmarkConfig, data_dir: Path | None = None) -> li
                      "a folder holding the benchmark data and its MANIFEST.tsv (default: the repository's data/)")
     if cfg.max_new_tokens < 1:
         p.append(f"benchmark {n}: max_new_tokens={cfg.max_new_tokens} must be ≥ 1")
-    if cfg.metric not in ("pass@1", "f1"):
-        p.append(f"benchmark {n}: metric={cfg.metric!r} must be pass@1 or f1")
+    if cfg.metric not in ("pass@1", "f1", "exact"):
+        p.append(f"benchmark {n}: metric={cfg.metric!r} must be pass@1, f1 or exact")
     if "system_prompt" in cfg.options:
         p.append(f"benchmark {n}: options.system_prompt moved to the top-level system_prompt field; "
                  "move it there (configs/benchmarks/*.yaml show the shape)")

@@ -10,17 +10,31 @@ Two checks, both before any model is loaded:
   a CanItEdit row (``before``/``after`` + an instruction; its licence also forbids training on it),
   a DS-1000 row (``code_context``/``reference_code`` or its ``library_problem_id``).
 
+- **by content**: every configured benchmark without a training split (``configs/benchmarks/*.yaml``,
+  data-only ones included, no per-benchmark code) contributes the normalised texts of its evaluation
+  examples: the streamed request, the reference (and a fenced one's body) and, for a data benchmark,
+  the raw values of its identity fields (``options.identity_fields``, by default the fields its
+  templates read). A training row any of whose string values (nested ones too) equals one of them is
+  refused, naming the benchmark and the example.
+
 A match raises :class:`LeakageError` listing the offending rows (the first few) and how to fix it.
-The check is structural, not a content search: a corpus that paraphrases an evaluation item is not
-caught (docs/adaptation.md).
+Texts are compared after collapsing whitespace and case; shorter than :data:`MIN_CHARS` they identify
+nothing (a one-word answer). A corpus that paraphrases an evaluation item is not caught
+(docs/adaptation.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import hashlib
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from streamgen.config import ConfigError
+
+logger = logging.getLogger(__name__)
 
 MBPP_TRAIN_IDS = range(601, 975)
 """MBPP's training split (Austin et al. 2021): task ids 601–974; 1–600 are prompt, test and validation."""
@@ -29,6 +43,9 @@ TRAINABLE_BENCHMARK_MODULES = frozenset({"mbpp"})
 """Benchmark modules with a training split; their rows are still checked one by one."""
 
 _SHOWN = 5
+MIN_CHARS = 24
+"""Normalised texts shorter than this identify no evaluation row (``"True"``, a one-word answer)."""
+_DEPTH = 4  # how deep a row's nested lists and mappings are searched for strings
 
 
 class LeakageError(ConfigError):
@@ -59,15 +76,86 @@ def evaluation_split(row: Mapping[str, Any]) -> str | None:
     return None
 
 
-def check_rows(rows: Iterable[Mapping[str, Any]], source: str) -> None:
-    """Raise :class:`LeakageError` when any row belongs to an evaluation split."""
+def _shown(found: list[str]) -> str:
+    return ", ".join(found[:_SHOWN]) + (f" and {len(found) - _SHOWN} more" if len(found) > _SHOWN else "")
+
+
+def check_rows(rows: Iterable[Mapping[str, Any]], source: str, index: EvaluationIndex | None = None) -> None:
+    """Raise :class:`LeakageError` when any row belongs to an evaluation split: by shape (the built-in
+    benchmarks), then by content against ``index`` (every configured benchmark) when given."""
+    rows = list(rows)
     found = [hit for hit in map(evaluation_split, rows) if hit]
     if found:
-        shown = ", ".join(found[:_SHOWN]) + (f" and {len(found) - _SHOWN} more" if len(found) > _SHOWN else "")
-        raise LeakageError([f"source {source}: {len(found)} row(s) belong to an evaluation split ({shown}); "
+        raise LeakageError([f"source {source}: {len(found)} row(s) belong to an evaluation split ({_shown(found)}); "
                             "train only on MBPP 601–974 (data file train/mbpp_train.jsonl, or the mbpp "
                             "benchmark with options.split=train) or on a corpus disjoint from the "
                             "evaluation suite"], "training data leaks into evaluation")
+    repeated = [hit for hit in map(index.owner, rows) if hit] if index is not None else []
+    if repeated:
+        benchmarks = sorted({hit.split(" ", 2)[1] for hit in repeated})
+        raise LeakageError([f"source {source}: {len(repeated)} row(s) repeat evaluation examples of benchmark(s) "
+                            f"{', '.join(benchmarks)} ({_shown(repeated)}); remove them from the training data, "
+                            "or train on a corpus disjoint from the evaluation suite"],
+                           "training data leaks into evaluation")
+
+
+def normalised_key(text: str) -> str | None:
+    """The hash a text is compared by (whitespace runs collapsed, case folded); None when too short."""
+    norm = " ".join(text.split()).casefold()
+    return hashlib.sha256(norm.encode()).hexdigest() if len(norm) >= MIN_CHARS else None
+
+
+def _strings(value: Any, depth: int = 0) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif depth < _DEPTH and isinstance(value, Mapping):
+        for v in value.values():
+            yield from _strings(v, depth + 1)
+    elif depth < _DEPTH and isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v, depth + 1)
+
+
+@dataclass(frozen=True)
+class EvaluationIndex:
+    """Normalised-text hash → the evaluation example it identifies (``benchmark NAME example ID``)."""
+
+    owners: Mapping[str, str]
+
+    def owner(self, row: Mapping[str, Any]) -> str | None:
+        """The evaluation example one of ``row``'s string values repeats, or None."""
+        for text in _strings(row):
+            key = normalised_key(text)
+            if key is not None and key in self.owners:
+                return self.owners[key]
+        return None
+
+
+def evaluation_index(data_dir: Path) -> EvaluationIndex:
+    """The texts of every configured benchmark's evaluation examples (benchmarks with a training split
+    are checked by shape instead; a hub or unreadable benchmark is logged and left out)."""
+    from streamgen.benchmarks import BenchmarkDataError, load_benchmark
+    from streamgen.benchmarks.from_data import identity_texts
+    from streamgen.config import available, benchmark_config
+    from streamgen.scoring.extract import extract_text
+
+    owners: dict[str, str] = {}
+    for name in available("benchmarks"):
+        cfg = benchmark_config(name)
+        if cfg.module in TRAINABLE_BENCHMARK_MODULES or cfg.source != "local":
+            continue
+        bench = load_benchmark(cfg)
+        try:
+            examples = bench.examples(data_dir)
+        except BenchmarkDataError as exc:
+            logger.warning("leakage guard: benchmark %s left out, its data cannot be read (%s)", name, exc)
+            continue
+        for ex in examples:
+            reference = bench.reference_answer(ex)
+            for text in (ex.request, reference, extract_text(reference), *identity_texts(ex)):
+                if (key := normalised_key(text)) is not None:
+                    owners.setdefault(key, f"benchmark {name} example {ex.example_id}")
+    return EvaluationIndex(owners)
 
 
 def check_benchmark_source(benchmark: str, module: str) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from streamgen.adapt.config import SourceSettings
-from streamgen.adapt.leakage import check_benchmark_source, check_rows
+from streamgen.adapt.leakage import check_benchmark_source, check_rows, evaluation_index
 from streamgen.benchmarks import BenchmarkDataError
 from streamgen.benchmarks.sources import read_rows
 from streamgen.config import BenchmarkConfig, ConfigError, benchmark_config
@@ -62,7 +62,8 @@ def _benchmark_requests(s: SourceSettings, data_dir: Path) -> list[TrainingReque
     rows = read_rows(cfg, data_dir)
     examples = load_benchmark(cfg).examples(data_dir)
     used = {ex.example_id.rsplit("/", 1)[-1] for ex in examples}
-    check_rows([r for r in rows if str(r.get("task_id", "")) in used] or rows, f"benchmark {cfg.name}")
+    check_rows([r for r in rows if str(r.get("task_id", "")) in used] or rows, f"benchmark {cfg.name}",
+               evaluation_index(data_dir))
     return [TrainingRequest(ex.example_id, ex.request, tuple(ex.history), ex.system_prompt, ex.reference)
             for ex in examples]
 
@@ -71,7 +72,7 @@ def _row_requests(s: SourceSettings, data_dir: Path) -> list[TrainingRequest]:
     probe = BenchmarkConfig(name="adapt-source", source="hub" if s.hub_id else "local", data_file=s.data_file,
                             hub_id=s.hub_id, hub_config=s.hub_config, hub_split=s.hub_split)
     rows = read_rows(probe, data_dir)
-    check_rows(rows, s.hub_id or s.data_file)
+    check_rows(rows, s.hub_id or s.data_file, evaluation_index(data_dir))
     out = []
     for i, row in enumerate(rows):
         rid = str(field_value(row, s.id_field)) if s.id_field in row or "." in s.id_field else str(i)

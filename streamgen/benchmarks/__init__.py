@@ -3,7 +3,8 @@
 Each benchmark is ``configs/benchmarks/<name>.yaml`` (version, module, prompt template, answer
 extraction, metric, data source) plus one module here whose ``build(cfg)`` returns a
 :class:`Benchmark`; :data:`BUILDERS` lists those modules explicitly (a YAML's ``module:`` is a key
-of it). Nothing outside that module knows which benchmark it is running.
+of it), or ``module: data`` with the rows' fields and a scorer declared in the YAML and no Python
+(:mod:`streamgen.benchmarks.from_data`). Nothing outside that module knows which benchmark it is running.
 
 ``load_benchmark(benchmark_config("humaneval"))`` → ``.examples(data_dir, limit)`` →
 ``.segments(example)`` → (decoding elsewhere) → ``.score(example, answer)``.
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from streamgen.benchmarks import canitedit, chat, coedit, ds1000, humaneval, mbpp
+from streamgen.benchmarks import canitedit, chat, coedit, ds1000, from_data, mbpp
 from streamgen.benchmarks.base import Benchmark, BenchmarkDataError, Example, Score
 from streamgen.config import BenchmarkConfig, ConfigError, raise_if_problems, validate_benchmark
 from streamgen.exclusions import EMPTY_ANSWER, SINGLE_SEGMENT, empty_answer_reason, exclusion_reason
@@ -27,10 +28,11 @@ __all__ = ["BUILDERS", "Benchmark", "BenchmarkDataError", "Example", "Score", "S
            "empty_answer_reason", "exclusion_reason", "load_benchmark"]
 
 BUILDERS: Mapping[str, Callable[[BenchmarkConfig], Benchmark]] = MappingProxyType({
-    "canitedit": canitedit.build, "chat": chat.build, "coedit": coedit.build, "ds1000": ds1000.build,
-    "humaneval": humaneval.build, "mbpp": mbpp.build,
+    "canitedit": canitedit.build, "chat": chat.build, "coedit": coedit.build, "data": from_data.build,
+    "ds1000": ds1000.build, "mbpp": mbpp.build,
 })
-"""A benchmark YAML's ``module:`` → that module's ``build(cfg)``."""
+"""A benchmark YAML's ``module:`` → that module's ``build(cfg)``; ``data``: a benchmark from data alone
+(:mod:`streamgen.benchmarks.from_data`, no module of its own)."""
 
 
 def load_benchmark(cfg: BenchmarkConfig) -> Benchmark:

@@ -30,7 +30,10 @@ pass@1. Bump it when a change there alters any verdict; a benchmark's own part i
 class CodeTask(Protocol):
     """The benchmark-specific functions of a code benchmark."""
 
-    scorer_version: str  # the task's part of the scorer version (its extraction, programs or references)
+    @property
+    def scorer_version(self) -> str:
+        """The task's part of the scorer version (its extraction, programs or references)."""
+        ...
 
     def examples(self, cfg: BenchmarkConfig, rows: list[dict[str, Any]]) -> list[Example]:
         """Rendered examples from raw rows (filtering a split where the benchmark has one)."""

@@ -1,8 +1,9 @@
-"""The shared shape of text benchmarks scored by token F1 (CoEdIT, chat).
+"""The shared shape of text benchmarks scored by token F1 (CoEdIT, chat) or exact match (data benchmarks).
 
 A text benchmark module supplies a :class:`TextTask` (rows → examples, example → references);
 :class:`TextBenchmark` segments the request and scores the best normalised token F1 of the answer
-against the references, in process (no code runs).
+against the references, in process (no code runs); with ``exact`` it scores 1.0 when the normalised
+answer equals a normalised reference (status ``passed``), else 0.0 (``failed``).
 """
 
 from __future__ import annotations
@@ -17,17 +18,21 @@ from streamgen.benchmarks.sources import read_rows
 from streamgen.config import BenchmarkConfig
 from streamgen.requests.segment import segment
 from streamgen.scoring.extract import extract_text
-from streamgen.scoring.metrics import best_token_f1
+from streamgen.scoring.metrics import best_exact_match, best_token_f1
 
 SCORER_VERSION = "1"
-"""The shared part of every text benchmark's scorer version: text extraction and normalised token F1.
+"""The shared part of every text benchmark's scorer version: text extraction and normalised token F1
+(or exact match).
 Bump it when a change there alters any score; a benchmark's own part is its task's."""
 
 
 class TextTask(Protocol):
     """The benchmark-specific functions of a text benchmark."""
 
-    scorer_version: str  # the task's part of the scorer version (its extraction, programs or references)
+    @property
+    def scorer_version(self) -> str:
+        """The task's part of the scorer version (its extraction, programs or references)."""
+        ...
 
     def examples(self, cfg: BenchmarkConfig, rows: list[dict[str, Any]], data_dir: Path) -> list[Example]:
         """Rendered examples from raw rows (``data_dir`` for side files such as answer sets)."""
@@ -44,6 +49,7 @@ class TextBenchmark:
 
     cfg: BenchmarkConfig
     task: TextTask
+    exact: bool = False  # exact match instead of token F1
 
     def examples(self, data_dir: Path | None = None, limit: int | None = None) -> list[Example]:
         from streamgen.config import resolve_data_dir
@@ -62,12 +68,15 @@ class TextBenchmark:
 
     @property
     def scorer_version(self) -> str:
-        return f"{self.cfg.module}:{self.task.scorer_version}+f1:{SCORER_VERSION}"
+        return f"{self.cfg.module}:{self.task.scorer_version}+{'exact' if self.exact else 'f1'}:{SCORER_VERSION}"
 
     def score(self, example: Example, answer: str) -> Score:
         # a reference that is only a fenced block (some MT-Bench JSON answers) is read like such an answer
-        f1 = best_token_f1(extract_text(answer), [extract_text(r) for r in self.task.references(example)])
-        return Score(quality=f1, status="f1", detail="", backend=None)
+        refs = [extract_text(r) for r in self.task.references(example)]
+        if self.exact:
+            match = best_exact_match(extract_text(answer), refs)
+            return Score(quality=match, status="passed" if match else "failed", detail="", backend=None)
+        return Score(quality=best_token_f1(extract_text(answer), refs), status="f1", detail="", backend=None)
 
     def score_many(self, examples: Sequence[Example], answers: Sequence[str], *,
                    workers: int = 1) -> list[Score]:

@@ -6,7 +6,7 @@ failed or timed out. An ``error`` status (the sandbox could not run the program)
 
 Token F1 follows the SQuAD convention: lower-case, drop punctuation and the articles a/an/the,
 split on whitespace, then F1 of the multiset overlap. Two empty token lists score 1.0; one empty
-list scores 0.0.
+list scores 0.0. Exact match uses the same normalisation: 1.0 when the normalised texts are equal.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 __all__ = ["ExecutionVerdictError", "normalize_text", "pass_at_1", "pass_at_k", "text_tokens", "token_f1",
-           "best_token_f1", "VERDICTS"]
+           "best_token_f1", "best_exact_match", "VERDICTS"]
 
 VERDICTS = ("passed", "failed", "timeout")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -86,3 +86,12 @@ def best_token_f1(prediction: str, references: Sequence[str] | Iterable[str]) ->
         raise ValueError("best_token_f1 needs at least one reference")
     pred = text_tokens(prediction)  # once, not once per reference
     return max(_f1(pred, text_tokens(r)) for r in refs)
+
+
+def best_exact_match(prediction: str, references: Sequence[str] | Iterable[str]) -> float:
+    """1.0 when ``prediction`` equals any reference after :func:`normalize_text`, else 0.0."""
+    refs = list(references)
+    if not refs:
+        raise ValueError("best_exact_match needs at least one reference")
+    pred = normalize_text(prediction)
+    return float(any(pred == normalize_text(r) for r in refs))
