@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from streamgen.requests.segment import code_block_spans, segment
+from streamgen.requests.segment import code_block_spans, paragraph_breaks, segment
 
 __all__ = ["PrefixCounts", "TypingModel", "prefix_counts", "arrival_times"]
 
@@ -33,6 +33,7 @@ class PrefixCounts:
     prefix_chars: int  # characters in segments 1..i
     pasted_chars: int  # of those, characters inside code blocks (pasted, not typed)
     sentence_ends: int  # sentence boundaries strictly inside the prefix (a pause follows each)
+    paragraph_ends: int = 0  # of those, paragraph breaks (a typist population pauses longer there)
 
 
 @dataclass(frozen=True)
@@ -61,11 +62,13 @@ def prefix_counts(segments: Sequence[str]) -> list[PrefixCounts]:
     for s in segment(text)[:-1]:
         pos += len(s)
         sentence_cuts.append(pos)
+    paragraph_cuts = paragraph_breaks(text)
     out, end = [], 0
     for s in segments:
         end += len(s)
         pasted = sum(max(0, min(b, end) - a) for a, b in blocks)
-        out.append(PrefixCounts(end, pasted, sum(1 for c in sentence_cuts if c < end)))
+        out.append(PrefixCounts(end, pasted, sum(1 for c in sentence_cuts if c < end),
+                                sum(1 for c in paragraph_cuts if c < end)))
     return out
 
 
