@@ -23,9 +23,9 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from analysis import figures, timing_figures
+from analysis.population import build_population, population_section
 from analysis.render import Column, fmt, markdown, row_label, with_labels
 from analysis.tables import TABLES, ResultsNotFoundError, build_tables, compare_tables
-from analysis.population import build_population, population_section
 from analysis.timing import build_typing, typing_section, typing_settings
 from streamgen.config import ConfigError, TypingConfig
 

@@ -20,7 +20,7 @@ from streamgen.requests.segment import segment
 from streamgen.timing.granularity import make_segmenter
 from streamgen.timing.keylog import KeyLog, keylog_line, read_keylog, replay_arrivals
 from streamgen.timing.timeline import TypingModel, arrival_times, prefix_counts
-from streamgen.timing.typists import PRESETS, Preset, Population, chars_per_s, population
+from streamgen.timing.typists import PRESETS, Population, Preset, chars_per_s, population
 from tests.analysis_fixtures import RecordSet, pair_record, write_record_set
 from tests.test_timing_report import COST, _steps
 
@@ -31,7 +31,7 @@ from tests.test_timing_report import COST, _steps
 
 @pytest.mark.parametrize("name", ["desktop", "mobile"])
 def test_sampled_speeds_reproduce_the_presets_mean_and_sd(name: str) -> None:
-    preset, n = PRESETS[name], 4000
+    preset, n = PRESETS[name], 40_000  # large enough that 4 SE of the SD (0.4 WPM) separates σ = cv from the fit
     wpm = population(name, n, seed=3).speeds_wpm()
     m, s = preset.mean_wpm, preset.sd_wpm
     # log-normal with coefficient of variation c: excess kurtosis e^{4σ²} + 2e^{3σ²} + 3e^{2σ²} − 6, σ² = ln(1 + c²)
@@ -166,6 +166,12 @@ def test_the_example_log_replays_and_a_typo_is_in_only_when_corrected() -> None:
     assert arrivals[-1] == log.times_s[-1]
 
 
+def test_a_segment_arrives_when_it_is_in_for_good() -> None:
+    # "Hi. " is in at 0 s, gone at 2 s (deleted back to "Hi"), in again from 3 s on
+    log = KeyLog("d/1", (0.0, 1.0, 2.0, 3.0, 4.0), ("Hi. ", "Hi. X", "Hi", "Hi. ", "Hi. Yo"))
+    assert replay_arrivals(log, ["Hi. ", "Yo"]) == (3.0, 4.0)
+
+
 def test_a_log_of_another_request_is_one_clear_error(tmp_path: Path) -> None:
     log = KeyLog("x/1", (0.0, 0.5), ("H", "Hello there."))
     with pytest.raises(ConfigError, match=r"not its request: they differ from character 6 .*pair the log"):
@@ -206,7 +212,7 @@ def test_population_waits_against_a_simple_reference(tmp_path: Path, monkeypatch
                      base_tokens_fed=100)  # 3.0 s
     e1 = pair_record(example_id="e1", n_segments=4, base_wall_s=COST.cost(6, 200), base_forwards=6,
                      base_tokens_fed=200)  # 5.0 s
-    chars = {"e0": (10, 20, 30, 40), "e1": (30, 60, 90, 120)}
+    chars = {"e0": (4, 8, 12, 16), "e1": (12, 24, 36, 48)}  # segment gaps around the steps' walls
     write_record_set(tmp_path, RecordSet([e0, e1], [*_steps(e0, chars["e0"]), *_steps(e1, chars["e1"])]))
     users = 40
     cfg = TypingConfig(policies=["every"], populations=["desktop"], users=users, seed=5)
@@ -221,6 +227,7 @@ def test_population_waits_against_a_simple_reference(tmp_path: Path, monkeypatch
             keeps.append(k)
             below.append(w < base)
     assert 0 < sum(keeps) < len(keeps)  # the population holds users who keep up and users who do not
+    assert _quantile(waits, 0.8) < _quantile(waits, 0.9) < max(waits)  # the tail is spread: p90 is p90
     row = tables.summary.to_pylist()
     assert len(row) == 1 and row[0]["n"] == 2 * users and row[0]["users"] == users and row[0]["seed"] == 5
     assert row[0]["p50_wait_s"] == pytest.approx(_quantile(waits, 0.5))
