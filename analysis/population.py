@@ -25,9 +25,9 @@ from analysis.render import Column, markdown, setting_label
 from analysis.tables import sql_text
 from analysis.timing import CELL, example_offsets, fit_cost_columns, step_columns
 from streamgen.config import TypingConfig
-from streamgen.requests.segment import paragraph_breaks
 from streamgen.timing.policies import policies_of
 from streamgen.timing.timeline import PrefixCounts
+from streamgen.timing.timeline import paragraph_ends as text_paragraph_ends
 from streamgen.timing.typists import Population, population
 
 log = logging.getLogger(__name__)
@@ -44,8 +44,7 @@ def paragraph_ends(prefix_chars: Sequence[int], arrived: Sequence[str | None]) -
     """Paragraph breaks strictly inside each prefix, from the steps' arrived text (all 0 when any is missing)."""
     if any(a is None for a in arrived):
         return [0] * len(prefix_chars)
-    cuts = paragraph_breaks("".join(a for a in arrived if a is not None))
-    return [sum(1 for c in cuts if c < end) for end in prefix_chars]
+    return text_paragraph_ends("".join(a for a in arrived if a is not None), prefix_chars)
 
 
 def example_counts(steps: StepColumns, e: int, arrived: Sequence[str | None]) -> list[PrefixCounts]:
