@@ -42,9 +42,9 @@ __all__ = ["CHARS_PER_WORD", "PRESETS", "LogNormal", "Population", "Preset", "ch
 CHARS_PER_WORD = 5  # the text-entry convention: 1 WPM = 5 characters per minute
 
 
-def chars_per_s(wpm: float | np.ndarray) -> float | np.ndarray:
-    """Words per minute → characters per second (``wpm · 5 / 60``)."""
-    return wpm * CHARS_PER_WORD / 60.0
+def chars_per_s(wpm: float | np.ndarray) -> np.ndarray:
+    """Words per minute → characters per second (``wpm · 5 / 60``), as an array."""
+    return np.asarray(wpm, float) * CHARS_PER_WORD / 60.0
 
 
 @dataclass(frozen=True)
