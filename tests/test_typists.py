@@ -237,3 +237,15 @@ def test_population_waits_against_a_simple_reference(tmp_path: Path, monkeypatch
     per_user = [r for r in tables.examples.to_pylist() if r["example_id"] == "e1"]
     assert [r["user"] for r in per_user] == list(range(users))
     assert [r["wait_s"] for r in per_user] == pytest.approx(waits[users:])
+
+
+def test_the_report_writes_the_population_table_and_figure(tmp_path: Path) -> None:
+    from analysis.report import write_report
+
+    e0 = pair_record(example_id="e0", n_segments=4, base_wall_s=COST.cost(4, 100), base_forwards=4,
+                     base_tokens_fed=100)
+    write_record_set(tmp_path / "r", RecordSet([e0], _steps(e0, (10, 20, 30, 40))))
+    report = write_report(tmp_path / "r", out_dir=tmp_path / "out", threads=1,
+                          typing_config=TypingConfig(populations=["desktop", "mobile"], users=30))
+    assert "## Typist populations" in report.markdown_path.read_text()
+    assert (tmp_path / "out" / "population.csv").exists() and (tmp_path / "out" / "population-wait-m-ar-greedy.png").exists()
