@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from analysis import figures, timing_figures
+from analysis.population import build_population, population_section
 from analysis.render import Column, fmt, markdown, row_label, with_labels
 from analysis.tables import TABLES, ResultsNotFoundError, build_tables, compare_tables
 from analysis.timing import build_typing, typing_section, typing_settings
@@ -450,6 +451,9 @@ def write_report(
     csvs = [_write_csv(tables[name], out / f"{name}.csv") for name in TABLES]
     typing = build_typing(root, typing_config, threads=threads)
     csvs += [_write_csv(typing.summary, out / "typing.csv"), _write_csv(typing.cost_models, out / "cost_models.csv")]
+    people = build_population(root, typing_config, threads=threads) if typing_config and typing_config.populations else None
+    if people is not None:
+        csvs.append(_write_csv(people.summary, out / "population.csv"))
     if compare is not None:
         csvs.append(_write_csv(compare, out / "compare.csv"))
     figs = []
@@ -458,12 +462,16 @@ def write_report(
         figs += figures.model_distributions(tables["per_example"], out)
         figs += figures.tau_sweeps(tables["tau_sweep"], out)
         figs += timing_figures.wait_against_rate(typing.summary, out)
+        if people is not None:
+            figs += timing_figures.population_wait_cdfs(people.examples, out)
     body = [
         f"# streamgen report — `{root}`\n",
         *_sections(tables, compare, Path(compare_dir) if compare_dir else None),
     ]
     if typing.summary.num_rows:
         body.append(typing_section(typing))
+    if people is not None and people.summary.num_rows:
+        body.append(population_section(people.summary))
     body.append(f"## Examples one by one\n\n`python -m analysis.view {root}` writes [the results viewer](viewer/index.html)"
                 " (open it from disk: every example's steps, kept and thrown drafts, both answers).\n")
     if figs:
@@ -492,7 +500,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latest", action="store_true",
                         help="per cell, only the most recent run's settings (fingerprint)")
     parser.add_argument("--typing", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="typing analysis settings, e.g. chars_per_s=[4,10] sentence_pause_s=0.5 (docs/timing.md)")
+                        help="typing analysis settings, e.g. chars_per_s=[4,10] sentence_pause_s=0.5 (docs/timing.md); "
+                             "populations=[desktop,mobile] users=200 seed=0 (docs/typists.md)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -1,4 +1,5 @@
-"""Figures of the typing analysis: wait against typing rate, and p95 wait against the number of users.
+"""Figures of the typing analysis: wait against typing rate, p95 wait against the number of users, and the
+CDF of waits over a typist population.
 
 Drawn on ``matplotlib.figure.Figure`` with the Agg canvas (no pyplot state), like analysis/figures.py.
 """
@@ -8,7 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -85,3 +88,43 @@ def p95_against_users(table: pa.Table, path: Path, title: str) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
+
+
+def population_wait_cdfs(examples: pa.Table, out_dir: Path) -> list[Path]:
+    """One PNG per model setting: the CDF of the (user, request) wait, one line per policy and the base
+    wait dashed, a panel per benchmark (rows) and preset (columns); each panel names its preset."""
+    rows = examples.filter(pc.is_valid(examples["wait_s"])).to_pylist()
+    settings: dict[tuple, list[dict]] = {}
+    for r in rows:
+        settings.setdefault(tuple(r[k] for k in _SETTING), []).append(r)
+    paths = []
+    for key, sub in settings.items():
+        label = setting_label(dict(zip(_SETTING, key, strict=True)))
+        benches, presets = sorted({r["benchmark"] for r in sub}), list(dict.fromkeys(r["preset"] for r in sub))
+        fig = Figure(figsize=(4.2 * len(presets), 3.0 * len(benches) + 0.6))
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(len(benches), len(presets), squeeze=False)
+        for (b, bench), (p, preset) in ((x, y) for x in enumerate(benches) for y in enumerate(presets)):
+            _cdf_panel(axes[b][p], [r for r in sub if r["benchmark"] == bench and r["preset"] == preset], bench, preset)
+        fig.suptitle(f"Wait over a typist population — {label}")
+        fig.tight_layout()
+        path = out_dir / f"population-wait-{slug(label)}.png"
+        fig.savefig(path, dpi=110)
+        paths.append(path)
+    return paths
+
+
+def _cdf_panel(ax: Axes, rows: list[dict], bench: str, preset: str) -> None:
+    for policy in sorted({r["policy"] for r in rows}):
+        waits = np.sort([r["wait_s"] for r in rows if r["policy"] == policy])
+        ax.step(waits, np.arange(1, waits.size + 1) / waits.size, where="post", label=policy)
+    first = sorted({r["policy"] for r in rows})[0] if rows else None
+    base = np.sort([r["base_wait_s"] for r in rows if r["policy"] == first])
+    if base.size:
+        ax.step(base, np.arange(1, base.size + 1) / base.size, "k--", where="post", label="base (submit, then decode)")
+    users = rows[0]["users"] if rows else 0
+    seed = rows[0]["seed"] if rows else 0
+    ax.set_title(f"{bench} · preset {preset} ({users} users, seed {seed})", fontsize=9)
+    ax.set_xlabel("wait after the last keystroke (s)")
+    ax.set_ylabel("share of (user, request)")
+    ax.legend(fontsize=7)

@@ -58,6 +58,7 @@ EXECUTORS = ("local", "debug", "slurm")
 GRANULARITIES = ("sentence", "word", "chars")
 POLICIES = ("every", "latest", "every_k", "cap")
 LIVE_POLICIES = ("every", "latest", "every_k")
+TYPIST_PRESETS = ("desktop", "mobile")  # streamgen.timing.typists.PRESETS (docs/typists.md)
 DEVICE_NAMES = ("a100-80gb", "a6000", "h100", "h200", "cpu")  # streamgen.sizing.devices.DEVICES' keys
 ESTIMATE_ONLY_MODEL_FIELDS = ("parameters", "layers")  # ModelConfig fields no result depends on  # a draft cap changes decoding itself: post hoc only
 
@@ -171,6 +172,11 @@ class TypingConfig:
     every_k: int = 2  # every_k: draft at every k-th segment (and the last)
     cap_tokens: int = 32  # cap: drafts never longer than this many tokens
     live_policy: str | None = None  # grid only: run the stream live on the real clock (every | latest | every_k)
+    # Post hoc, besides the fixed rates: each preset's sampled population of `users` typists (per-user
+    # speed, per-keystroke intervals, sentence and paragraph pauses), drawn from `seed` (docs/typists.md)
+    populations: list[str] = field(default_factory=list)  # desktop | mobile
+    users: int = 200
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -535,6 +541,15 @@ def validate_typing(cfg: TypingConfig, *, live: bool = False) -> list[str]:
         p.append(f"typing.every_k={cfg.every_k} must be ≥ 1")
     if cfg.cap_tokens < 1:
         p.append(f"typing.cap_tokens={cfg.cap_tokens} must be ≥ 1")
+    p.extend(f"typing.populations has {x!r}: use presets from {TYPIST_PRESETS}, e.g. typing.populations=[desktop]"
+             for x in cfg.populations if x not in TYPIST_PRESETS)
+    if cfg.users < 1:
+        p.append(f"typing.users={cfg.users} must be ≥ 1 typist per population, e.g. typing.users=200")
+    if cfg.seed < 0:
+        p.append(f"typing.seed={cfg.seed} must be ≥ 0 (it seeds numpy's Generator)")
+    if live and cfg.live_policy is not None and cfg.populations:
+        p.append(f"typing.populations={list(cfg.populations)} with typing.live_policy set: a live run types at one "
+                 "fixed rate and populations are evaluated post hoc; set typing.populations=[] or unset typing.live_policy")
     if live and cfg.live_policy is not None:
         if cfg.live_policy not in LIVE_POLICIES:
             p.append(f"typing.live_policy={cfg.live_policy!r}: live runs support {LIVE_POLICIES} "

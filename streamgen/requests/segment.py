@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["Segmenter", "SentenceSegmenter", "segment", "code_block_spans"]
+__all__ = ["Segmenter", "SentenceSegmenter", "segment", "code_block_spans", "paragraph_breaks"]
 
 
 class Segmenter(Protocol):
@@ -154,6 +154,14 @@ def code_block_spans(text: str) -> list[tuple[int, int]]:
         spans.append((lines[i].first_char, _skip_ws(text, end)))
         i = last + 1
     return spans
+
+
+def paragraph_breaks(text: str) -> list[int]:
+    """Where each paragraph break ends (the end of a blank-line run), outside code blocks and not at the
+    text's end: the cuts :func:`segment` makes there, so every paragraph break is also a sentence boundary."""
+    blocks = code_block_spans(text)
+    return [m.end() for m in _PARAGRAPH.finditer(text)
+            if m.end() < len(text) and not any(a <= m.start() < b for a, b in blocks)]
 
 
 def _doctest_spans(text: str) -> list[tuple[int, int]]:

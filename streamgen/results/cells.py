@@ -161,7 +161,9 @@ class Cell:
         """The cell's timing settings, only those not at their default (so default cells keep their ids)."""
         timing: dict[str, Any] = {} if self.segmentation == "sentence" else {"segmentation": self.segmentation}
         if self.live is not None:
-            timing["live"] = dataclasses.asdict(self.live)
+            # the population fields are post hoc only (a live grid refuses them): out of the identity
+            timing["live"] = {k: v for k, v in dataclasses.asdict(self.live).items()
+                              if k not in ("populations", "users", "seed")}
         return timing
 
     def settings(self) -> dict[str, Any]:

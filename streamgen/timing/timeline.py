@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from streamgen.requests.segment import code_block_spans, segment
+from streamgen.requests.segment import code_block_spans, paragraph_breaks, segment
 
-__all__ = ["PrefixCounts", "TypingModel", "prefix_counts", "arrival_times"]
+__all__ = ["PrefixCounts", "TypingModel", "prefix_counts", "arrival_times", "paragraph_ends"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class PrefixCounts:
     prefix_chars: int  # characters in segments 1..i
     pasted_chars: int  # of those, characters inside code blocks (pasted, not typed)
     sentence_ends: int  # sentence boundaries strictly inside the prefix (a pause follows each)
+    paragraph_ends: int = 0  # of those, paragraph breaks (a typist population pauses longer there)
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,21 @@ def prefix_counts(segments: Sequence[str]) -> list[PrefixCounts]:
     for s in segment(text)[:-1]:
         pos += len(s)
         sentence_cuts.append(pos)
+    paragraphs = paragraph_ends(text, [sum(len(s) for s in segments[:i + 1]) for i in range(len(segments))])
     out, end = [], 0
-    for s in segments:
+    for s, para in zip(segments, paragraphs, strict=True):
         end += len(s)
         pasted = sum(max(0, min(b, end) - a) for a, b in blocks)
-        out.append(PrefixCounts(end, pasted, sum(1 for c in sentence_cuts if c < end)))
+        out.append(PrefixCounts(end, pasted, sum(1 for c in sentence_cuts if c < end), para))
     return out
 
 
 def arrival_times(segments: Sequence[str], model: TypingModel) -> tuple[float, ...]:
     """Arrival time (seconds after the first keystroke) of each segment under ``model``."""
     return tuple(model.arrival(c) for c in prefix_counts(segments))
+
+
+def paragraph_ends(text: str, prefix_chars: Sequence[int]) -> list[int]:
+    """Paragraph breaks of ``text`` strictly inside each prefix (as :func:`prefix_counts` counts them)."""
+    cuts = paragraph_breaks(text)
+    return [sum(1 for c in cuts if c < end) for end in prefix_chars]

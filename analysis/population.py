@@ -1,0 +1,156 @@
+"""Waits over a typist population: every replayed example typed by every sampled user, per policy.
+
+For each preset in ``typing.populations`` (:mod:`streamgen.timing.typists`), user u of ``typing.users``
+types each included replayed example; its segments' arrivals replace the fixed-rate timeline and the
+recorded steps are evaluated post hoc exactly as the ``typing`` table does (one lane per
+(example, user), :func:`analysis.post_hoc.post_hoc_lanes`). The rows become the ``population_examples``
+view and ``population.sql`` reduces them to p50/p90 wait, the share that keeps up and the wait against
+the base run. Paragraph breaks come from the steps' ``arrived_text`` (the request rebuilt); a step
+without it counts none. Definitions: docs/typists.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from analysis.post_hoc import StepColumns, post_hoc_lanes
+from analysis.render import Column, markdown, setting_label
+from analysis.tables import sql_text
+from analysis.timing import CELL, example_offsets, fit_cost_columns, step_columns
+from streamgen.config import TypingConfig
+from streamgen.timing.policies import policies_of
+from streamgen.timing.timeline import PrefixCounts
+from streamgen.timing.timeline import paragraph_ends as text_paragraph_ends
+from streamgen.timing.typists import Population, population
+
+log = logging.getLogger(__name__)
+
+COLUMNS = (*CELL, "device", "example_id", "preset", "users", "seed", "user", "user_wpm", "policy", "wait_s",
+           "backlog_s", "base_wait_s", "keeps_up", "skipped", "modelled")
+_TYPES = {"tau": pa.float64(), "users": pa.int64(), "seed": pa.int64(), "user": pa.int64(), "user_wpm": pa.float64(),
+          "wait_s": pa.float64(), "backlog_s": pa.float64(), "base_wait_s": pa.float64(), "keeps_up": pa.bool_(),
+          "skipped": pa.int64(), "modelled": pa.bool_()}
+SCHEMA = pa.schema([(c, _TYPES.get(c, pa.string())) for c in COLUMNS])
+
+
+def paragraph_ends(prefix_chars: Sequence[int], arrived: Sequence[str | None]) -> list[int]:
+    """Paragraph breaks strictly inside each prefix, from the steps' arrived text (all 0 when any is missing)."""
+    if any(a is None for a in arrived):
+        return [0] * len(prefix_chars)
+    return text_paragraph_ends("".join(a for a in arrived if a is not None), prefix_chars)
+
+
+def example_counts(steps: StepColumns, e: int, arrived: Sequence[str | None]) -> list[PrefixCounts]:
+    """:class:`PrefixCounts` of example ``e``'s steps, from its recorded columns."""
+    rows = range(steps.offsets[e], steps.offsets[e + 1])
+    chars = [int(steps.prefix_chars[i]) for i in rows]
+    paragraphs = paragraph_ends(chars, [arrived[i] for i in rows])
+    return [PrefixCounts(c, int(steps.pasted_chars[i]), int(steps.sentence_ends[i]), p)
+            for c, i, p in zip(chars, rows, paragraphs, strict=True)]
+
+
+def population_examples(inputs: pa.Table, cfg: TypingConfig) -> pa.Table:
+    """One row per (replayed example, preset, user, policy), in that order."""
+    if not cfg.populations or not inputs.num_rows:
+        return SCHEMA.empty_table()
+    offsets = example_offsets(inputs)
+    firsts = inputs.take(offsets[:-1])
+    replayed = np.array([e for e, p in enumerate(firsts.column("live_policy").to_pylist()) if p is None], np.int64)
+    if not replayed.size:
+        return SCHEMA.empty_table()
+    steps = step_columns(inputs, offsets)
+    fits = fit_cost_columns(inputs, offsets)
+    fitted = [fits.get(k) for k in zip(firsts.column("model").to_pylist(), firsts.column("device").to_pylist(),
+                                       strict=True)]
+    a_ex = np.array([f.a_s if f else np.nan for f in fitted])
+    b_ex = np.array([f.b_s if f else np.nan for f in fitted])
+    arrived = inputs.column("arrived_text").to_pylist()
+    counts = {int(e): example_counts(steps, int(e), arrived) for e in replayed}
+    ids = firsts.column("example_id").to_pylist()
+    parts = []
+    for name in cfg.populations:
+        pop = population(name, cfg.users, cfg.seed, cfg.paste_code)
+        arrivals = np.concatenate([pop.arrivals(counts[int(e)], ids[e]).ravel() for e in replayed])
+        parts.append(_preset_rows(steps, firsts, replayed, pop, arrivals, a_ex, b_ex, cfg))
+    return pa.concat_tables(parts)
+
+
+def _preset_rows(steps: StepColumns, firsts: pa.Table, replayed: np.ndarray, pop: Population, arrivals: np.ndarray,
+                 a_ex: np.ndarray, b_ex: np.ndarray, cfg: TypingConfig) -> pa.Table:
+    """Rows of one population: lanes example-major, user-minor (as ``arrivals`` is laid out)."""
+    users = pop.users
+    lane_ex = np.repeat(replayed, users)
+    lane_user = np.tile(np.arange(users), replayed.size)
+    policies = policies_of(cfg)
+    outs = [post_hoc_lanes(steps, arrivals, lane_ex, p, a_ex[lane_ex], b_ex[lane_ex]) for p in policies]
+    lanes, n_pol = lane_ex.size, len(policies)
+    lane = np.repeat(np.arange(lanes), n_pol)  # rows: lane-major, policy-minor
+    pol = np.tile(np.arange(n_pol), lanes)
+    pick = lambda field: np.stack([getattr(o, field) for o in outs])[pol, lane]  # noqa: E731
+    miss = pick("failed")  # a policy that changes work with no cost model fitted: the figure is missing
+    ids = firsts.select([*CELL, "device", "example_id", "base_wall_s"]).take(lane_ex[lane])
+    cols = {c: ids.column(c) for c in (*CELL, "device", "example_id")}
+    rows = lane.size
+    cols.update({
+        "preset": pa.array([pop.preset.name] * rows, pa.string()), "users": pa.array(np.full(rows, users)),
+        "seed": pa.array(np.full(rows, pop.seed)), "user": pa.array(lane_user[lane]),
+        "user_wpm": pa.array(pop.speeds_wpm()[lane_user[lane]]),
+        "policy": pa.array(np.array([p.label for p in policies], dtype=object)[pol], pa.string()),
+        "wait_s": pa.array(pick("wait_s"), pa.float64(), mask=miss),
+        "backlog_s": pa.array(pick("backlog_s"), pa.float64(), mask=miss),
+        "base_wait_s": ids.column("base_wall_s"),
+        "keeps_up": pa.array(pick("keeps_up"), pa.bool_(), mask=miss),
+        "skipped": pa.array(pick("skipped"), pa.int64(), mask=miss),
+        "modelled": pa.array(pick("modelled"), pa.bool_(), mask=miss)})
+    return pa.table({c: cols[c] for c in COLUMNS}).cast(SCHEMA)
+
+
+def population_tables(con: duckdb.DuckDBPyConnection, cfg: TypingConfig) -> tuple[pa.Table, pa.Table]:
+    """``(population_examples, population)`` on a connection from :func:`analysis.tables.connect`."""
+    examples = population_examples(con.sql(sql_text("_typing_inputs")).to_arrow_table(), cfg)
+    con.register("population_examples", examples)
+    return examples, con.sql(sql_text("population")).to_arrow_table()
+
+
+@dataclass(frozen=True)
+class PopulationTables:
+    examples: pa.Table  # population_examples: one row per (example, preset, user, policy)
+    summary: pa.Table  # population (population.sql)
+
+
+def build_population(results_dir: Any, cfg: TypingConfig, *, threads: int | None = None) -> PopulationTables:
+    """:func:`population_tables` over a results directory (its own connection)."""
+    from analysis.tables import connect
+
+    con = connect(results_dir, threads=threads)
+    try:
+        return PopulationTables(*population_tables(con, cfg))
+    finally:
+        con.close()
+
+
+POPULATION_COLUMNS = [
+    Column("setting", "Model · setting"), Column("benchmark", "Benchmark"), Column("preset", "Preset"),
+    Column("users", "users", "num"), Column("seed", "seed", "num"), Column("policy", "Policy"),
+    Column("n", "(user, request)", "num"), Column("p50_wait_s", "wait: p50 (s)", "num"),
+    Column("p90_wait_s", "p90 (s)", "num"), Column("keeps_up_share", "keeps up", "share"),
+    Column("median_base_wait_s", "base wait: median (s)", "num"),
+    Column("median_wait_over_base", "wait / base: median", "x"), Column("beats_base_share", "below base", "share"),
+    Column("modelled_share", "modelled", "share"),
+]
+
+
+def population_section(summary: pa.Table) -> str:
+    """The report's population section (markdown)."""
+    rows = [{**r, "setting": setting_label(r)} for r in summary.to_pylist()]
+    return ("## Typist populations: the wait per (user, request)\n\nEach preset's sampled users type every "
+            "replayed example (docs/typists.md): p50 and p90 of the wait, the share of (user, request) pairs "
+            "where drafting keeps up, and the wait against the base run (submit, then decode).\n\n"
+            + markdown(rows, POPULATION_COLUMNS, blank_repeats="setting"))
