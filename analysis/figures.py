@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from analysis.render import setting_label
+from streamgen.acceptance_rules import column_label
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +97,11 @@ def model_distributions(per_example: pa.Table, out_dir: Path) -> list[Path]:
     keys = per_example.select(list(SETTING)).to_pylist()
     by_rule: dict[tuple, dict[str, list[float]]] = {}
     for key, value in zip(keys, speedups, strict=True):
-        panel = setting_label({**key, "tau": None}).replace(" · greedy", "")
+        panel = setting_label(key, with_rule=False)
         by_rule.setdefault((key["acceptance"], key["tau"]), {}).setdefault(panel, []).append(value)
     paths = []
     for (acceptance, tau), panels in sorted(by_rule.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1.0)):
-        rule = "greedy" if tau is None else f"{acceptance} τ={tau:g}"
+        rule = column_label(acceptance, tau)
         arrays = {m: np.asarray(v) for m, v in sorted(panels.items())}
         path = out_dir / f"speedup-by-model-{slug(rule)}.png"
         _draw_distribution(f"{rule}, pooled over benchmarks",
@@ -151,7 +152,7 @@ def tau_sweeps(tau_sweep: pa.Table, out_dir: Path) -> list[Path]:
     keys = ("model", "variant", "verifier_mode")
     paths = []
     for key, group in _groups(rows, keys):
-        label = setting_label({**key, "tau": None}).replace(" · greedy", "")
+        label = setting_label(key, with_rule=False)
         path = out_dir / f"tau-sweep-{slug(label)}.png"
         _draw_sweep(label, group, path)
         paths.append(path)
@@ -184,7 +185,7 @@ def _draw_sweep(label: str, rows: list[dict], path: Path) -> None:
         ax.plot(*xy(greedy), marker="*", markersize=11, linestyle="none", color=line.get_color())
         for r in pts:
             ax.annotate(
-                "greedy" if r["tau"] is None else f"τ={r['tau']:g}",
+                column_label(r["acceptance"], r["tau"], table=True),
                 (r["median_speedup_forwards"], r["stream_quality_pct"]),
                 fontsize=6,
                 textcoords="offset points",

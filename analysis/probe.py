@@ -22,6 +22,7 @@ import pyarrow.csv as pacsv
 
 from analysis.render import Column, markdown
 from analysis.tables import sql_text
+from streamgen.acceptance_rules import column_label
 from streamgen.results.records import PROBE_SCHEMA
 from streamgen.results.result_files import literal_glob
 
@@ -48,7 +49,7 @@ def probe_long(results_dir: str | Path) -> pa.Table:
 
 
 def rule_label(acceptance: str, tau: float | None) -> str:
-    return "greedy" if tau is None else f"τ={tau:g}"
+    return column_label(acceptance, tau, table=True)
 
 
 def probe_wide(long: pa.Table) -> tuple[list[dict], list[Column]]:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import tables
+from streamgen.acceptance_rules import column_label
 from streamgen.results.cells import cell_label
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class RunSummary:
 
 
 def cell_key(r: dict[str, Any]) -> str:
-    return cell_label(r["model"], r["benchmark"], r["acceptance"], r["tau"], r.get("verifier_mode"))
+    return cell_label(r["model"], r["benchmark"], column_label(r["acceptance"], r["tau"]), r.get("verifier_mode"))
 
 
 def example_key(r: dict[str, Any]) -> str:

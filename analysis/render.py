@@ -13,6 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from streamgen.acceptance_rules import column_label
+
 SCOPE_LABEL = {"macro": "average (macro)", "pooled": "pooled"}
 
 
@@ -42,18 +44,17 @@ def fmt(value: object, kind: str) -> str:
     return str(value)
 
 
-def setting_label(row: Mapping[str, Any]) -> str:
+def setting_label(row: Mapping[str, Any], *, with_rule: bool = True) -> str:
     """THE label of a cell's setting, for tables, figures, the viewer and the simulation alike: model,
-    the acceptance rule (greedy, τ=0.9; a rule other than greedy/threshold by its name, with its τ if
-    any), variant, verifier mode, tie guard, and the settings tag when one cell name holds several
-    fingerprints. '' for a row without a model (an aggregate row)."""
+    the acceptance rule as the report's tables spell it (``streamgen.acceptance_rules.column_label``:
+    greedy, τ=0.9, any other rule by its name with its τ if any), variant, verifier mode, tie guard,
+    and the settings tag when one cell name holds several fingerprints. ``with_rule=False`` leaves the
+    rule out (a figure's panel across rules). '' for a row without a model (an aggregate row)."""
     if "model" not in row:
         return ""
-    tau = row.get("tau")
-    rule = "greedy" if tau is None else f"τ={tau:g}"
-    if row.get("acceptance") not in (None, "greedy", "threshold"):
-        rule = str(row["acceptance"]) + ("" if tau is None else f" τ={tau:g}")
-    parts = [str(row["model"]), rule]
+    parts = [str(row["model"])]
+    if with_rule and (rule := column_label(row.get("acceptance") or "", row.get("tau"), table=True)):
+        parts.append(rule)
     parts += [str(row[k]) for k in ("variant", "verifier_mode") if row.get(k)]
     if row.get("tie_guard") is not None:
         parts.append(f"guard={row['tie_guard']:g}")

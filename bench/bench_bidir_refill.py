@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from streamgen.acceptance_rules import make_rule  # noqa: E402
 from streamgen.config import benchmark_config, model_config  # noqa: E402
-from streamgen.decoding.acceptance import make_rule  # noqa: E402
 from streamgen.models.registry import load_decoder  # noqa: E402
 from streamgen.stream import StreamRequest, run_pair  # noqa: E402
 
@@ -62,7 +62,7 @@ def main(argv: list[str]) -> int:
             return load_decoder(model_config(model, [*extra, *options]), max_new_tokens=16)
 
         for acceptance, tau in RULES:
-            rule = make_rule(acceptance, tau)
+            rule = make_rule(acceptance, {"tau": tau})
             base, before, a = measure(lambda: build(BEFORE), reqs, rule)
             _, after, b = measure(lambda: build([]), reqs, rule)
             label = "greedy" if tau is None else f"τ={tau:g}"

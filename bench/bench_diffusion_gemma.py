@@ -23,8 +23,8 @@ import statistics
 import torch
 from bench_refusion import REQUESTS, per_token  # bench/ is on sys.path when run as a script
 
+from streamgen.acceptance_rules import Threshold
 from streamgen.config import model_config
-from streamgen.decoding.acceptance import Threshold
 from streamgen.decoding.bidirectional import probe_unrelated
 from streamgen.models.registry import load_decoder
 

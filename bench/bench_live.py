@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from streamgen.acceptance_rules import Greedy
 from streamgen.benchmarks import load_benchmark
 from streamgen.config import benchmark_config, default_data_dir, load, model_config
-from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.base import StepResult
 from streamgen.live import LiveSettings, run_stream_live
 from streamgen.models.registry import load_decoder

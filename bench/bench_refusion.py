@@ -22,8 +22,8 @@ import time
 
 import torch
 
+from streamgen.acceptance_rules import Threshold
 from streamgen.config import model_config
-from streamgen.decoding.acceptance import Threshold
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.bidir_models import copying_bidir_model
 from streamgen.decoding.bidirectional import BidirectionalDecoder, BidirSettings, probe_unrelated

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from bench.compare_results import rows  # noqa: E402
 from jobs.driver import GridSummary, run_grid  # noqa: E402
+from streamgen.acceptance_rules import column_label  # noqa: E402
 from streamgen.config import grid_config  # noqa: E402
 from streamgen.results.cells import cell_label  # noqa: E402
 
@@ -47,7 +48,8 @@ def compare_cells(a: Path, b: Path) -> int:
     ra, rb = rows(a, "pairs"), rows(b, "pairs")
     by_cell: dict[str, list[tuple]] = defaultdict(list)
     for key, row in ra.items():
-        by_cell[cell_label(row["model"], row["benchmark"], row["acceptance"], row["tau"], row["verifier_mode"])].append(key)
+        by_cell[cell_label(row["model"], row["benchmark"], column_label(row["acceptance"], row["tau"]),
+                               row["verifier_mode"])].append(key)
     differing = len(set(ra) ^ set(rb))
     for label, keys in sorted(by_cell.items()):
         same = [k in rb and all(ra[k][c] == rb[k][c] for c in COMPARED) for k in keys]

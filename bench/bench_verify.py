@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from streamgen.acceptance_rules import Greedy
 from streamgen.config import load, model_config
-from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.autoregressive import AutoregressiveDecoder, KVState
 from streamgen.models.weights import load_model_and_tokenizer
 from streamgen.requests.segment import segment

@@ -36,8 +36,8 @@ from bench_verify import time_verify_vs_decode  # noqa: E402  (bench/ is on the 
 
 from analysis.tables import table_over_pairs  # noqa: E402
 from jobs.rows import RowContext, outcome_rows  # noqa: E402
+from streamgen.acceptance_rules import Greedy  # noqa: E402
 from streamgen.config import BenchmarkConfig, ModelConfig, load, model_config  # noqa: E402
-from streamgen.decoding.acceptance import Greedy  # noqa: E402
 from streamgen.decoding.autoregressive import AutoregressiveDecoder  # noqa: E402
 from streamgen.decoding.numerics import numerics_record  # noqa: E402
 from streamgen.models.registry import load_decoder  # noqa: E402
@@ -99,7 +99,7 @@ def check_model(name: str, dtype: str, cfg: CheckConfig) -> ModelRun:
     numerics = numerics_record(model, cfg.device).to_json() if isinstance(model, torch.nn.Module) else None
     run = ModelRun(warmup=warm_up(decoder) if cfg.warm_up else None)
     for guard in guards:
-        ctx = RowContext(Cell(mcfg, BENCHMARK, "greedy", None, None, cfg.max_new_tokens, tie_guard=guard),
+        ctx = RowContext(Cell(mcfg, BENCHMARK, Greedy(tie_guard=guard), None, cfg.max_new_tokens),
                          "gpu_check", "-", "-", cfg.device, numerics=numerics)
         for i, request in enumerate(_requests(cfg)):
             outcome = run_pair(decoder, request, Greedy(tie_guard=guard), base_first=i % 2 == 0)

@@ -27,7 +27,6 @@ from jobs.shared_work import sharing_key
 from jobs.spool import SpoolKey, UnitSpool, open_unit_spool
 from jobs.tasks import DecodedShard, ExampleResult, ExampleTask, Placement, ShardTask
 from streamgen.config import ModelConfig
-from streamgen.decoding.acceptance import make_rule
 from streamgen.decoding.base import Decoder
 from streamgen.decoding.meter import MeterReading
 
@@ -183,7 +182,7 @@ class ModelActor:
             raise ValueError("a work unit's shards must differ only in acceptance/τ and have the same examples "
                              f"(jobs.shared_work.group_shards); got {[t.cell.label for t in tasks]}")
         decoder = self._decoder(cell.benchmark.name, cell.verifier_mode, cell.max_new_tokens)
-        rules = [make_rule(t.cell.acceptance, t.cell.tau, t.cell.tie_guard) for t in tasks]
+        rules = [t.cell.rule for t in tasks]
         decode: Callable[[Sequence[ExampleTask]], list[ExampleResult]]
         if cell.live is not None:  # live streams run on the clock: never shared (one shard per unit)
             from streamgen.live import LiveSettings

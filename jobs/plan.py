@@ -203,7 +203,7 @@ def plan_with_problems(grid: GridConfig, cluster: ClusterConfig | None = None, s
     late = checked.problems + snapshot_conflicts(recorded_snapshots(grid.results_dir), checked.snapshots,
                                                  grid.results_dir)
     fit = resources.ResourceCheck((), ())
-    if cluster is not None and shape is not None:
+    if cluster is not None and shape is not None and not problems:  # sizing an invalid grid has no meaning
         fit = resources.check(grid, cluster, models, shape, facts)
     late.extend(fit.problems)
     for note in fit.notes:

@@ -15,7 +15,8 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from streamgen.config import VERIFIER_MODE_FAMILIES, BenchmarkConfig, GridConfig, ModelConfig
+from streamgen.acceptance_rules import AcceptanceRule, column_param, sweep
+from streamgen.config import VERIFIER_MODE_FAMILIES, BenchmarkConfig, GridConfig, ModelConfig, rule_values
 from streamgen.results.cells import HASH_CHARS, Cell, numerics_settings, stable_hash
 
 __all__ = ["HASH_CHARS", "Cell", "Shard", "acceptance_rules", "balanced_order", "expand_cells", "expand_shards",
@@ -44,18 +45,11 @@ class Shard:
         return len(self.example_ids)
 
 
-def acceptance_rules(grid: GridConfig) -> list[tuple[str, float | None, float | None]]:
-    """The grid's acceptance cells as (acceptance, τ, tie guard), in order: one per τ of ``threshold``,
-    greedy and one greedy per tie guard."""
-    rules: list[tuple[str, float | None, float | None]] = []
-    for acceptance in grid.acceptance:
-        if acceptance == "threshold":
-            rules.extend(("threshold", float(t), None) for t in grid.taus)
-        else:
-            rules.append((acceptance, None, None))
-            if acceptance == "greedy":
-                rules.extend(("greedy", None, float(g)) for g in grid.tie_guards)
-    return rules
+def acceptance_rules(grid: GridConfig) -> list[AcceptanceRule]:
+    """The grid's acceptance cells' rules, in order: per listed rule, its sweep over the grid's values
+    (``streamgen.acceptance_rules.sweep``: one threshold per τ; greedy, then one greedy per tie guard)."""
+    values = rule_values(grid)
+    return [rule for name in grid.acceptance for rule in sweep(name, values)]
 
 
 def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
@@ -71,9 +65,10 @@ def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
         for b in grid.benchmarks:
             bench = benchmarks[b]
             max_new = grid.max_new_tokens if grid.max_new_tokens is not None else bench.max_new_tokens
-            for acceptance, tau, guard in rules:
-                cells.extend(Cell(model, bench, acceptance, tau, mode, int(max_new), grid.limit, segmentation, live,
-                                  guard, numerics_settings(guard)) for mode in modes)
+            for rule in rules:
+                numerics = numerics_settings(column_param(rule, "tie_guard"))
+                cells.extend(Cell(model, bench, rule, mode, int(max_new), grid.limit, segmentation, live, numerics)
+                             for mode in modes)
     return cells
 
 

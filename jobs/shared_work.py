@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from jobs.shards import Shard
-from streamgen.results.cells import stable_hash
+from streamgen.results.cells import RULE_KEYS, stable_hash
 
 
 def sharing_key(shard: Shard) -> str:
@@ -23,7 +23,7 @@ def sharing_key(shard: Shard) -> str:
     cell = shard.cell
     if cell.live is not None:
         return shard.shard_id
-    identity = {k: v for k, v in cell.identity().items() if k not in ("acceptance", "tau", "tie_guard")}
+    identity = {k: v for k, v in cell.identity().items() if k not in RULE_KEYS}
     return stable_hash({"cell": identity, "example_ids": list(shard.example_ids), "seed": shard.seed})
 
 

@@ -24,7 +24,9 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from streamgen import acceptance_rules as rules_registry
 from streamgen import config_checks
+from streamgen.acceptance_rules import make_rule, rule_label, sweep
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
@@ -52,7 +54,8 @@ The decoders' settings take their defaults from here; every cell fingerprint of 
 so a run that turns one on never shares a fingerprint with one that does not (docs/diffusion.md)."""
 MODEL_SOURCES = ("hub", "local", "gguf", "smollm2", "gemma3_270m", "tiny", "scripted")
 TINY_ARCHS = ("llama", "qwen3", "gemma3", "llada", "dream", "diffusion_gemma")
-ACCEPTANCE_RULES = ("greedy", "threshold")
+# acceptance-rule parameters that keep a grid list of their own (their result columns are tau and tie_guard)
+RULE_PARAM_LISTS = {"tau": "taus", "tie_guard": "tie_guards"}
 DTYPES = ("float32", "bfloat16", "float16")
 EXECUTORS = ("local", "debug", "slurm")
 GRANULARITIES = ("sentence", "word", "chars")
@@ -191,6 +194,9 @@ class GridConfig:
     # One more greedy cell per value: greedy with tie_guard=g (dtype spacings; autoregressive models
     # only): a draft token is kept only where the verifier's top-1 beats its top-2 by more than g.
     tie_guards: list[float] = field(default_factory=list)
+    # Values of the other acceptance rules' parameters, by parameter name (streamgen/acceptance_rules.py),
+    # e.g. {k: [2, 4]}: swept like taus (required parameters) or tie_guards (optional ones).
+    rule_params: dict[str, list[float]] = field(default_factory=dict)
     verifier_modes: list[str] = field(default_factory=lambda: ["visible"])  # bidirectional ablation
     limit: int | None = 3  # examples per benchmark (None: all)
     # Per benchmark, the example ids to run instead of its first `limit` (in the data's order); benchmarks
@@ -446,14 +452,7 @@ def validate_grid(grid: GridConfig) -> list[str]:
         except ConfigError as exc:
             p.extend(exc.problems)
     # benchmark_overrides for benchmarks outside this run are ignored (jobs.plan logs them once)
-    for a in grid.acceptance:
-        if a not in ACCEPTANCE_RULES:
-            p.append(f"acceptance={a!r} is not one of {ACCEPTANCE_RULES}")
-    if "threshold" in grid.acceptance and not grid.taus:
-        p.append("acceptance lists threshold but taus=[] is empty: e.g. taus=[0.9]")
-    for t in grid.taus:
-        p.extend(check_tau(t, "taus"))
-    p.extend(validate_tie_guards(grid))
+    p.extend(validate_acceptance(grid))
     if grid.limit is not None and grid.limit < 1:
         p.append(f"limit={grid.limit} must be ≥ 1 (or null for all examples)")
     if grid.shard_size != "auto" and (isinstance(grid.shard_size, bool) or not isinstance(grid.shard_size, int)
@@ -481,21 +480,71 @@ def validate_grid(grid: GridConfig) -> list[str]:
     return p
 
 
-def validate_tie_guards(grid: GridConfig) -> list[str]:
-    """tie_guards need greedy acceptance, finite values ≥ 0 and autoregressive models (docs/numerics.md)."""
-    if not grid.tie_guards:
-        return []
-    p = [f"tie_guards has {g!r}: a guard is a finite number of dtype spacings ≥ 0, e.g. tie_guards=[1,4]"
-         for g in grid.tie_guards if not (isinstance(g, (int, float)) and math.isfinite(g) and g >= 0)]
-    if "greedy" not in grid.acceptance:
-        p.append("tie_guards is set but acceptance does not list greedy: add greedy, or drop tie_guards")
-    for m in grid.models:
+def rule_problems(acceptance: str, params: dict[str, float | None]) -> list[str]:
+    """The problem (if any) with one rule named in a config (``acceptance=threshold tau=0.9``), naming the fix."""
+    try:
+        make_rule(acceptance, params)
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
+def rule_values(grid: GridConfig) -> dict[str, list[float]]:
+    """The grid's values of every acceptance-rule parameter, by parameter name (τ and the tie guard keep
+    their own lists, ``taus`` and ``tie_guards``; the others are in ``rule_params``)."""
+    return {**grid.rule_params, **{param: list(getattr(grid, key)) for param, key in RULE_PARAM_LISTS.items()}}
+
+
+def rule_param_key(param: str) -> str:
+    """The grid key that lists ``param``'s values: ``taus``, ``tie_guards`` or ``rule_params.<param>``."""
+    return RULE_PARAM_LISTS.get(param, f"rule_params.{param}")
+
+
+def validate_acceptance(grid: GridConfig) -> list[str]:
+    """Every listed rule is registered (``streamgen.acceptance_rules.RULES``, read at each call), gets
+    values for its required parameters and only values it accepts; every parameter list set is taken by a listed rule; a rule that
+    reads top-2 margins (greedy's tie guard) runs on autoregressive models only (docs/numerics.md)."""
+    registry, values = rules_registry.RULES, rule_values(grid)
+    p = [f"acceptance={a!r} is not one of {tuple(registry)}" for a in grid.acceptance if a not in registry]
+    listed = [a for a in grid.acceptance if a in registry]
+    for param, vals in values.items():
+        takers = [a for a, cls in registry.items() if param in cls.params]
+        # a required parameter's values may stay while acceptance is overridden (taus with acceptance=[greedy]);
+        # an optional one's only add cells to its rule, and a parameter no rule takes is a typo
+        sweeps = any(not registry[a].params[param].optional for a in takers)
+        if vals and not sweeps and not any(param in registry[a].params for a in listed):
+            p.append(f"{rule_param_key(param)} is set but acceptance lists no rule that takes {param} "
+                     f"({', '.join(takers) or 'none does'}): add one, or drop {rule_param_key(param)}")
+    for a in listed:
+        p.extend(_rule_value_problems(a, values))
+    if p:
+        return p
+    rules = [rule for a in listed for rule in sweep(a, values)]
+    for m in grid.models if any(rule.needs_margins for rule in rules) else ():
         try:
             family = model_config(m).family
         except ConfigError:
             continue  # reported with the model
         if family != "autoregressive":
-            p.append(f"tie_guards needs top-2 margins, which only autoregressive models report: {m} is {family}")
+            needing = ", ".join(rule_label(r) for r in rules if r.needs_margins)
+            p.append(f"{needing} needs top-2 margins, which only autoregressive models report: {m} is {family}")
+    return p
+
+
+def _rule_value_problems(name: str, values: dict[str, list[float]]) -> list[str]:
+    """Rule ``name``'s required parameters have values, and each value builds the rule."""
+    cls = rules_registry.RULES[name]
+    examples = {k: float(spec.example) for k, spec in cls.params.items() if not spec.optional}
+    p: list[str] = []
+    for param, spec in cls.params.items():
+        key = rule_param_key(param)
+        if not spec.optional and not values.get(param):
+            p.append(f"acceptance lists {name} but {key}=[] is empty: e.g. {key}=[{spec.example}]")
+        for v in values.get(param, ()):
+            try:
+                make_rule(name, {**examples, param: v})
+            except (TypeError, ValueError) as exc:
+                p.append(f"{key} has {v!r}: {exc}")
     return p
 
 

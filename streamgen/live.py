@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import LIVE_POLICIES, ConfigError, TypingConfig
-from streamgen.decoding.acceptance import AcceptanceRule
 from streamgen.decoding.base import Decoder, StepResult
 from streamgen.requests.request import StreamRequest
 from streamgen.timing.policies import Policy

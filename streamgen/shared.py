@@ -17,13 +17,14 @@ pair's recorded order true (its stream ran before / after the base) with the bas
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from types import MappingProxyType
+from typing import ClassVar
 
 import torch
 
-from streamgen.decoding.acceptance import AcceptanceRule
+from streamgen.acceptance_rules import AcceptanceRule, Param
 from streamgen.decoding.base import Decoder, Generation, StepResult, StreamSession
 from streamgen.stream import PairOutcome, StreamRequest, check_request, draft_texts
 
@@ -105,9 +106,9 @@ class _NoDraft:
     """Step 1's rule: there is no draft, so a family that consults a rule there fails loudly (sharing
     step 1 across rules would then be wrong)."""
 
-    name: Literal["greedy", "threshold"] = "greedy"
-    tau: float | None = None
-    tie_guard: float | None = None
+    name: ClassVar[str] = "no-draft"  # never registered: no cell names it
+    params: ClassVar[Mapping[str, Param]] = MappingProxyType({})
+    needs_margins = False
 
     def passes(self, draft_token: int, argmax_token: int, prob: float, margin: float | None = None) -> bool:
         raise AssertionError("the first stream step has no draft; no acceptance rule applies")

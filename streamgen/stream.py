@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import ConfigError
-from streamgen.decoding.acceptance import AcceptanceRule
 from streamgen.decoding.base import Decoder, Generation, StepResult
 from streamgen.live import LiveSettings, StepTiming, run_stream_live
 from streamgen.requests.request import StreamRequest

@@ -17,8 +17,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from streamgen.config import ACCEPTANCE_RULES, ConfigError, check_tau, load, model_config, raise_if_problems
-from streamgen.decoding.acceptance import make_rule
+from streamgen.acceptance_rules import make_rule, rule_label
+from streamgen.config import ConfigError, load, model_config, raise_if_problems, rule_problems
 from streamgen.models.registry import load_decoder
 from streamgen.requests.segment import segment
 from streamgen.stream import PairOutcome, StreamRequest, run_pair
@@ -43,11 +43,7 @@ def parse_args(argv: Sequence[str]) -> tuple[str, TryConfig]:
     if not argv or ("=" in argv[0] and argv[0].split("=", 1)[0] in TryConfig.__dataclass_fields__):
         raise ConfigError(["give the request as the first argument, in quotes", USAGE], "no request")
     cfg = load(TryConfig, overrides=list(argv[1:]))
-    problems = check_tau(cfg.tau)
-    if cfg.acceptance not in ACCEPTANCE_RULES:
-        problems.append(f"acceptance={cfg.acceptance!r}: use acceptance=greedy or acceptance=threshold tau=0.9")
-    if cfg.acceptance == "threshold" and cfg.tau is None:
-        problems.append("acceptance=threshold needs tau=<value in [0, 1]>, e.g. tau=0.9")
+    problems = rule_problems(cfg.acceptance, {"tau": cfg.tau})
     if cfg.max_new_tokens < 1:
         problems.append(f"max_new_tokens={cfg.max_new_tokens} must be ≥ 1")
     if not argv[0].strip():
@@ -97,11 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         torch.set_num_threads(cfg.threads)
         model = model_config(cfg.model)
-        rule = make_rule(cfg.acceptance, cfg.tau)
+        rule = make_rule(cfg.acceptance, {"tau": cfg.tau})
         decoder = load_decoder(model, device=cfg.device, max_new_tokens=cfg.max_new_tokens)
         request = StreamRequest("try", (), tuple(segment(text)), model.system_prompt)
-        print(f"model {model.name} ({model.family}, {cfg.device}), acceptance {cfg.acceptance}"
-              f"{f' tau={cfg.tau}' if cfg.acceptance == 'threshold' else ''}, max_new_tokens {cfg.max_new_tokens}")
+        print(f"model {model.name} ({model.family}, {cfg.device}), acceptance {rule_label(rule)}, "
+              f"max_new_tokens {cfg.max_new_tokens}")
         outcome = run_pair(decoder, request, rule, base_first=cfg.base_first)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

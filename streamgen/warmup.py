@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from streamgen.decoding.acceptance import Greedy
+from streamgen.acceptance_rules import Greedy
 from streamgen.decoding.base import Decoder
 from streamgen.requests.request import StreamRequest
 from streamgen.stream import run_pair

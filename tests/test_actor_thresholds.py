@@ -4,6 +4,7 @@ change what is decoded, and land in the rows (``pairs.slot_threshold`` / ``pairs
 from __future__ import annotations
 
 from jobs.rows import outcome_rows, shard_context
+from streamgen.acceptance_rules import Greedy
 from streamgen.benchmarks import Example
 from streamgen.config import benchmark_config, model_config
 from streamgen.results.cells import Cell
@@ -21,7 +22,7 @@ def test_per_benchmark_thresholds_reach_the_decoder_and_the_rows() -> None:
     cfg = model_config("scripted-refusion-calibrated", ["decoding.per_benchmark.coedit.token_threshold=0.7"])
     actor = ModelActor(cfg)
     def task(bench: str) -> ShardTask:
-        shard = Shard(Cell(cfg, benchmark_config(bench), "greedy", None, None, 16), ("e1",), (True,), 0)
+        shard = Shard(Cell(cfg, benchmark_config(bench), Greedy(), None, 16), ("e1",), (True,), 0)
         return ShardTask(shard, "r", "t", (ExampleTask(Example("coedit", "e1", (), REQ.text, "", {}), REQ, True, 2),))
 
     shards = {b: actor.run_shard(task(b)) for b in ("coedit", "mbpp")}

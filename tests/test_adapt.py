@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from streamgen.acceptance_rules import Greedy
 from streamgen.adapt import checkpoint
 from streamgen.adapt.config import (
     AdaptConfig,
@@ -27,7 +28,6 @@ from streamgen.adapt.sources import TrainingRequest, load_requests
 from streamgen.adapt.teacher import teacher_answers
 from streamgen.adapt.train import encode_pairs, lora_model, train
 from streamgen.config import ConfigError, default_data_dir, model_config
-from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.models.weights import load_model_and_tokenizer
 from streamgen.requests.segment import SentenceSegmenter, segment

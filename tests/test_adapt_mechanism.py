@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from streamgen.acceptance_rules import Greedy
 from streamgen.adapt.config import (
     AdaptConfig,
     LoraSettings,
@@ -27,7 +28,6 @@ from streamgen.adapt.config import (
 from streamgen.adapt.pipeline import run_stages
 from streamgen.benchmarks.data_manifest import COLUMNS, MANIFEST_NAME, sha256_hex
 from streamgen.config import ModelConfig, load, model_config
-from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.base import common_prefix_length
 from streamgen.models.registry import load_decoder
 from streamgen.requests.segment import segment

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from analysis.tables import build_tables
 from jobs.rows import outcome_rows
+from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.benchmarks import Score
 from streamgen.config import model_config
-from streamgen.decoding.acceptance import Greedy, Threshold
 from streamgen.decoding.base import draft_fingerprint
 from streamgen.models.registry import load_decoder
 from streamgen.results.records import PairRecord, StepRecord

@@ -311,9 +311,9 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
     lastsegment keeps none; prefix keeps exactly k, a part. Stale drafts: constant's stream answer is
     its first step's draft (share 1), the others' answers change with the request (share 0)."""
     from jobs.rows import outcome_rows
+    from streamgen.acceptance_rules import Greedy
     from streamgen.benchmarks import Score
     from streamgen.config import model_config
-    from streamgen.decoding.acceptance import Greedy
     from streamgen.models.registry import load_decoder
     from streamgen.models.scripted import SCRIPTS
     from streamgen.stream import StreamRequest, run_pair

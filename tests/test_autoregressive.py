@@ -9,8 +9,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.config import ConfigError
-from streamgen.decoding.acceptance import Greedy, Threshold, accepted_length
+from streamgen.decoding.acceptance import accepted_length
 from streamgen.decoding.autoregressive import (
     AutoregressiveDecoder,
     CacheRollbackError,

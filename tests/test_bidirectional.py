@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
+from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.config import ConfigError, model_config
-from streamgen.decoding.acceptance import Greedy, Threshold
 from streamgen.decoding.base import Decoder
 from streamgen.decoding.bidirectional import (
     BidirectionalDecoder,

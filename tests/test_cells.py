@@ -10,8 +10,8 @@ from analysis.fingerprints import differing_keys
 from jobs.plan import plan_grid
 from jobs.rows import shard_context
 from jobs.shards import Cell
+from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.config import benchmark_config, grid_config, model_config
-from streamgen.decoding.acceptance import Greedy
 from streamgen.models.registry import load_decoder
 from streamgen.results.cells import cell_fingerprint, effective_system_prompt
 from streamgen.stream import run_pair
@@ -20,7 +20,7 @@ MODEL_PROMPT = "The instruction may be truncated."
 
 
 def _cell(model: list[str] = [], bench: list[str] = [], **kw: object) -> Cell:  # noqa: B006
-    base = dict(acceptance="threshold", tau=0.5, verifier_mode=None, max_new_tokens=16, limit=3)
+    base = dict(rule=Threshold(0.5), verifier_mode=None, max_new_tokens=16, limit=3)
     return Cell(model_config("tiny-llama", model), benchmark_config("mbpp", bench), **{**base, **kw})
 
 
@@ -31,7 +31,7 @@ def test_prompts_compose_model_first_then_benchmark() -> None:
 
 
 @pytest.mark.parametrize("change", [
-    {"max_new_tokens": 32}, {"limit": 5}, {"limit": None}, {"tau": 0.9}, {"acceptance": "greedy", "tau": None},
+    {"max_new_tokens": 32}, {"limit": 5}, {"limit": None}, {"rule": Threshold(0.9)}, {"rule": Greedy()},
     {"verifier_mode": "hidden"}, {"model": [f"system_prompt={MODEL_PROMPT}"]}, {"model": ["variant=lora"]},
     {"model": ["decoding.x=1"]}, {"model": ["seed=1"]}, {"bench": ["version=2"]}, {"bench": ["system_prompt=hi"]},
 ])

@@ -160,7 +160,7 @@ def test_of_two_submits_racing_one_is_refused(decoder):
     thread; the second must then be refused (409), not register its text after the first."""
     import asyncio
 
-    from streamgen.decoding.acceptance import make_rule
+    from streamgen.acceptance_rules import make_rule
     from streamgen.demo.session import DemoInputError, DemoSession, Limits
     from streamgen.demo.worker import ModelWorker
     from streamgen.requests.segment import SentenceSegmenter

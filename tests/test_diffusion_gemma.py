@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.config import ConfigError, model_config
-from streamgen.decoding.acceptance import Greedy, Threshold
 from streamgen.decoding.base import Decoder
 from streamgen.decoding.bidirectional import probe_unrelated
 from streamgen.decoding.canvas import block_rows

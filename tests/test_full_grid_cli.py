@@ -58,7 +58,7 @@ def test_bad_config_fails_before_anything_starts(tmp_path: Path) -> None:
     proc = _run(["grid=smoke", *bad], tmp_path, timeout=120)
     assert proc.returncode == 2, proc.stderr
     message = proc.stderr
-    for needle in ("no-such-model", "no-such-bench", "taus=1.5", str(tmp_path / "missing"), "4 problems"):
+    for needle in ("no-such-model", "no-such-bench", "taus has 1.5", str(tmp_path / "missing"), "4 problems"):
         assert needle in message, (needle, message)
     assert not results.exists(), "nothing may be written before validation passes"
     assert "starting local Ray" not in message and "started an actor" not in message

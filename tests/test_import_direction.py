@@ -22,8 +22,8 @@ FORBIDDEN = {
     "workflows": (),
 }
 # analysis reads the records (the files a reader may trust: streamgen.results.result_files), spells a cell's label the one way (streamgen.results.cells: config + records only),
-# and shares the pure timing model (no torch) with the live stream run
-ANALYSIS_MAY_USE = ("streamgen.results", "streamgen.config", "streamgen.timing")
+# shares the pure timing model (no torch) with the live stream run, and spells a rule by its registry
+ANALYSIS_MAY_USE = ("streamgen.results", "streamgen.config", "streamgen.timing", "streamgen.acceptance_rules")
 # analysis.rescore scores stored answers again: it needs the benchmarks' scorers (and the code version it
 # stamps), still no model, torch or Ray
 RESCORE_MAY_USE = ("streamgen.benchmarks", "streamgen.results.version")
@@ -240,13 +240,13 @@ def test_the_reader_graph_counts_type_checking_imports(tmp_path: Path) -> None:
 PACKAGE_MAY_USE: dict[str, frozenset[str]] = {
     "requests": frozenset({"config"}),
     "timing": frozenset({"config", "requests"}),
-    "results": frozenset({"config"}),
+    "results": frozenset({"config", "acceptance_rules"}),
     "scoring": frozenset(),
     "benchmarks": frozenset({"config", "requests", "exclusions", "scoring"}),
-    "decoding": frozenset({"config", "requests", "models"}),
+    "decoding": frozenset({"config", "requests", "models", "acceptance_rules"}),
     "models": frozenset({"config", "decoding"}),
     "sizing": frozenset({"config", "models", "decoding"}),
-    "diagnostics": frozenset({"config", "requests", "results", "decoding", "benchmarks"}),
+    "diagnostics": frozenset({"config", "requests", "results", "decoding", "benchmarks", "acceptance_rules"}),
 }
 # the registry lists every decoder module, and the pre-flight builds the in-project diffusion model on the meta
 # device to check a checkpoint's names; a decoder reaches models' leaves (weights, rope), never the registry

@@ -15,8 +15,8 @@ import importlib.util
 import pytest
 import torch
 
+from streamgen.acceptance_rules import Greedy
 from streamgen.config import model_config
-from streamgen.decoding.acceptance import Greedy
 from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest, run_pair
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from streamgen.acceptance_rules import Greedy
 from streamgen.benchmarks import exclusion_reason, load_benchmark
 from streamgen.config import REPO_ROOT, benchmark_config, model_config
-from streamgen.decoding.acceptance import Greedy
 from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest, run_pair
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from jobs.rows import outcome_rows
+from streamgen.acceptance_rules import Greedy
 from streamgen.config import TypingConfig, model_config
-from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.meter import ForwardMeter
 from streamgen.live import LiveSettings, run_stream_live
 from streamgen.models.registry import load_decoder

@@ -15,14 +15,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamgen.acceptance_rules import Greedy, Threshold, TieGuardUnsupported
 from streamgen.config import model_config
-from streamgen.decoding.acceptance import (
-    Greedy,
-    Threshold,
-    TieGuardUnsupported,
-    Verification,
-    accepted_length,
-)
+from streamgen.decoding.acceptance import Verification, accepted_length
 from streamgen.decoding.numerics import margins_in_spacings, numerics_record, spacing, top2
 from streamgen.diagnostics.divergence import divergence, first_difference
 from streamgen.models.registry import load_decoder
@@ -200,14 +195,17 @@ def test_tie_guards_add_greedy_cells_that_share_work_and_differ_in_fingerprint()
 
 
 def test_tie_guards_validation_names_the_fix() -> None:
-    from streamgen.config import GridConfig, validate_tie_guards
+    from streamgen.config import GridConfig, validate_acceptance
 
     ok = GridConfig(models=["scripted-ar-neartie"], tie_guards=[1.0])
-    assert validate_tie_guards(ok) == []
-    bad = GridConfig(models=["tiny-llada"], acceptance=["threshold"], taus=[0.9], tie_guards=[-1.0])
-    problems = " | ".join(validate_tie_guards(bad))
-    assert "finite number of dtype spacings" in problems and "does not list greedy" in problems
-    assert "only autoregressive models report: tiny-llada is bidirectional" in problems
+    assert validate_acceptance(ok) == []
+    unused = GridConfig(models=["tiny-llada"], acceptance=["threshold"], taus=[0.9], tie_guards=[1.0])
+    assert "acceptance lists no rule that takes tie_guard (greedy)" in " | ".join(validate_acceptance(unused))
+    bad = GridConfig(models=["scripted-ar-neartie"], tie_guards=[-1.0])
+    assert "must be a finite number of spacings ≥ 0" in " | ".join(validate_acceptance(bad))
+    margins = " | ".join(validate_acceptance(GridConfig(models=["tiny-llada"], tie_guards=[1.0])))
+    assert "greedy guard=1 needs top-2 margins, which only autoregressive models report: tiny-llada is " \
+           "bidirectional" in margins
 
 
 def test_rows_carry_the_divergence_and_the_numerics(neartie: object) -> None:
@@ -218,8 +216,7 @@ def test_rows_carry_the_divergence_and_the_numerics(neartie: object) -> None:
     segs = next(s for s in SEGMENTS if _bytes(neartie, StreamRequest("x", (), s), 2) % 2 == 0
                 and _bytes(neartie, StreamRequest("x", (), s), 1) % 2 == 1)  # the draft-branch case
     outcome = run_pair(neartie, StreamRequest("e", (), segs), Greedy(), base_first=True)  # type: ignore[arg-type]
-    cell = Cell(model_config("scripted-ar-neartie"), benchmark_config("coedit"), "greedy", None, None, 16,
-                tie_guard=None)
+    cell = Cell(model_config("scripted-ar-neartie"), benchmark_config("coedit"), Greedy(), None, 16)
     record = '{"dtype":"float32"}'
     pair = outcome_rows(outcome, RowContext(cell, "r", "s", "v", "cpu", numerics=record)).pair
     assert (pair.first_diff_token, pair.base_margin_at_diff, pair.stream_margin_at_diff) == (2, 1.0, 1.0)

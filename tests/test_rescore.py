@@ -23,6 +23,7 @@ import streamgen.benchmarks as benchmarks_pkg
 from analysis.report import write_report
 from analysis.rescore import RescoreConfig, parse_config, rescore
 from analysis.tables import build_tables
+from streamgen.acceptance_rules import Greedy
 from streamgen.benchmarks import Example, Score, load_benchmark
 from streamgen.benchmarks.base import score_columns
 from streamgen.benchmarks.data_manifest import versioned
@@ -85,7 +86,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         recorded[name] = dataclasses.asdict(cfg)
         bench = load_benchmark(cfg)
         examples[name] = bench.examples(limit=2)
-        cell = Cell(model_config("tiny-llama"), cfg, "greedy", None, None, 16)
+        cell = Cell(model_config("tiny-llama"), cfg, Greedy(), None, 16)
         answers = _answers(name, examples[name])
         scores = bench.score_many([e for e in examples[name] for _ in (0, 1)], [a for p in answers for a in p])
         for i, (ex, (base, stream)) in enumerate(zip(examples[name], answers, strict=True)):

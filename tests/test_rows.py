@@ -9,6 +9,7 @@ import pytest
 
 from analysis.regression import cell_key
 from jobs.rows import RowContext, error_rows, excluded_rows
+from streamgen.acceptance_rules import Threshold, column_label, make_rule
 from streamgen.config import TypingConfig, benchmark_config, model_config
 from streamgen.results.cells import Cell, cell_label, settings_json
 from streamgen.results.records import SCHEMA_VERSION, PairRecord, StepRecord
@@ -17,7 +18,7 @@ OWN = {"example_id", "n_segments", "excluded_reason", "error_type", "error_trace
 
 
 def _ctx(**cell: object) -> RowContext:
-    base = dict(acceptance="threshold", tau=0.5, verifier_mode="visible", max_new_tokens=16, limit=3)
+    base = dict(rule=Threshold(0.5), verifier_mode="visible", max_new_tokens=16, limit=3)
     c = Cell(model_config("tiny-llada"), benchmark_config("coedit"), **{**base, **cell})  # type: ignore[arg-type]
     return RowContext(c, "run-1", "shard-1", "v-test", "cpu", "host:1", (0.9, 0.4))
 
@@ -61,7 +62,7 @@ def test_error_and_excluded_rows_null_every_other_column() -> None:
 ])
 def test_the_cell_label_is_spelled_one_way(acceptance: str, tau: float | None, mode: str | None,
                                           label: str) -> None:
-    ctx = _ctx(acceptance=acceptance, tau=tau, verifier_mode=mode)
+    ctx = _ctx(rule=make_rule(acceptance, {"tau": tau}), verifier_mode=mode)
     row = dataclasses.asdict(excluded_rows(ctx, "e1", 1, "single_segment").pair)
     assert ctx.cell.label == label == cell_key(row)  # the grid's name and the nightly gate's key
-    assert cell_label("tiny-llada", "coedit", acceptance, tau, mode) == label
+    assert cell_label("tiny-llada", "coedit", column_label(acceptance, tau), mode) == label

@@ -11,8 +11,8 @@ from contextlib import ExitStack
 
 import pytest
 
+from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.config import ConfigError, model_config
-from streamgen.decoding.acceptance import Greedy, Threshold
 from streamgen.models.registry import load_decoder
 from streamgen.models.scripted import SCRIPTS, pool_tokens
 from streamgen.stream import StreamRequest, run_pair

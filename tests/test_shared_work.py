@@ -19,6 +19,7 @@ from jobs.actors import ModelActor
 from jobs.plan import GridPlan, plan_grid
 from jobs.rows import ShardRows, score_unit
 from jobs.shared_work import group_shards
+from streamgen.acceptance_rules import column_param
 from streamgen.config import grid_config
 from tests.forward_count import predicted_forwards_executed
 
@@ -114,7 +115,7 @@ def test_each_cells_recorded_run_order_is_what_ran(plan: GridPlan, monkeypatch: 
         return base_run(self, done)
 
     def spy_stream(self: Any, rule: Any, done: Any) -> Any:
-        events.append(f"stream {rule.name} {rule.tau}")
+        events.append(f"stream {rule.name} {column_param(rule, 'tau')}")
         return stream(self, rule, done)
 
     monkeypatch.setattr(shared.SharedExample, "_base_run", spy_base)

@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.rows import error_rows, excluded_rows, outcome_rows
+from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.benchmarks import Score
 from streamgen.config import ConfigError, model_config
-from streamgen.decoding.acceptance import Greedy, Threshold
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.models.registry import load_decoder
 from streamgen.results.records import PAIRS_SCHEMA, STEPS_SCHEMA, PairRecord, StepRecord, to_table

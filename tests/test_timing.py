@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from streamgen.acceptance_rules import Greedy
 from streamgen.config import model_config
-from streamgen.decoding.acceptance import Greedy
 from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest
 

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis.simulate import SIM_POLICIES, Script, simulate_once
+from streamgen.acceptance_rules import Greedy
 from streamgen.config import LIVE_POLICIES, POLICIES, model_config
-from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.meter import ForwardMeter
 from streamgen.live import LiveSettings, run_stream_live
 from streamgen.models.registry import load_decoder

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from streamgen.acceptance_rules import Greedy
 from streamgen.adapt.sources import TrainingRequest
 from streamgen.config import ESTIMATE_ONLY_MODEL_FIELDS
-from streamgen.decoding.acceptance import Greedy
 from streamgen.decoding.base import Decoder
 from streamgen.requests.segment import Segmenter
 from streamgen.results.records import to_table, write_parquet_atomic

@@ -19,14 +19,9 @@ from typing import Any, NamedTuple
 
 import torch
 
+from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import ConfigError, ModelConfig
-from streamgen.decoding.acceptance import (
-    AcceptanceRule,
-    Verification,
-    accepted_length,
-    cut_draft,
-    draft_is_complete,
-)
+from streamgen.decoding.acceptance import Verification, accepted_length, cut_draft, draft_is_complete
 from streamgen.decoding.base import Family, Generation, StepResult, common_prefix_length
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import to_host

@@ -13,7 +13,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-from streamgen.decoding.acceptance import AcceptanceRule
+from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.decoding.meter import MeterReading
 from streamgen.requests.chat import Message
 
@@ -121,4 +121,3 @@ def draft_fingerprint(token_ids: Sequence[int]) -> str:
     """A short hash of a draft's token ids: equal drafts, equal fingerprints (16 hex characters). The
     steps rows' ``draft_fingerprint`` column and the demo page's draft ids."""
     return hashlib.sha256(",".join(map(str, token_ids)).encode()).hexdigest()[:16]
-

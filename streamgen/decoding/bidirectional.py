@@ -32,13 +32,10 @@ from typing import Any
 
 import torch
 
+from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import ConfigError, ModelConfig
 from streamgen.decoding import autoregressive
-from streamgen.decoding.acceptance import (
-    AcceptanceRule,
-    Verification,
-    accepted_length,
-)
+from streamgen.decoding.acceptance import Verification, accepted_length
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.bidir_models import BIDIR_ARCHS, BidirLM

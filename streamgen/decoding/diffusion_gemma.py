@@ -27,13 +27,9 @@ from typing import Any, NamedTuple
 
 import torch
 
+from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import ConfigError, ModelConfig
-from streamgen.decoding.acceptance import (
-    AcceptanceRule,
-    Verification,
-    accepted_length,
-    draft_is_complete,
-)
+from streamgen.decoding.acceptance import Verification, accepted_length, draft_is_complete
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.family import FamilyPlugin

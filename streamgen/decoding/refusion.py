@@ -33,14 +33,10 @@ from typing import Any
 
 import torch
 
+from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import DIFFUSION_DEVIATIONS, ConfigError, ModelConfig
 from streamgen.decoding import autoregressive
-from streamgen.decoding.acceptance import (
-    AcceptanceRule,
-    Verification,
-    accepted_length,
-    draft_is_complete,
-)
+from streamgen.decoding.acceptance import Verification, accepted_length, draft_is_complete
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.base import Family, Generation, StepResult, common_prefix_length
 from streamgen.decoding.family import FamilyPlugin

@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import Callable
 
-from streamgen.decoding.acceptance import make_rule
+from streamgen.acceptance_rules import make_rule
 from streamgen.demo.session import DemoInputError, DemoSession, Limits
 from streamgen.demo.settings import DemoConfig
 from streamgen.demo.worker import ModelWorker
@@ -32,7 +32,7 @@ class SessionManager:
 
     def __init__(self, worker: ModelWorker, cfg: DemoConfig, clock: Callable[[], float] = time.perf_counter) -> None:
         self.worker, self.cfg, self.clock = worker, cfg, clock
-        self.rule = make_rule(cfg.acceptance, cfg.tau)
+        self.rule = make_rule(cfg.acceptance, {"tau": cfg.tau})
         self.policy = Policy(cfg.policy, k=cfg.every_k)
         self.segmenter = make_segmenter(cfg.granularity, cfg.segment_chars)
         self.limits = Limits(cfg.max_chars, cfg.max_updates_per_s)

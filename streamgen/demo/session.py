@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
-from streamgen.decoding.acceptance import AcceptanceRule
+from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.decoding.base import Decoder, Generation, StepResult, common_prefix_length, draft_fingerprint
 from streamgen.demo.schedule import next_prefix
 from streamgen.demo.worker import ModelWorker

@@ -7,11 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from streamgen.config import (
-    ACCEPTANCE_RULES,
     LIVE_POLICIES,
-    check_tau,
     load,
     raise_if_problems,
+    rule_problems,
     validate_granularity,
 )
 
@@ -43,11 +42,7 @@ class DemoConfig:
 
 def validate(cfg: DemoConfig) -> list[str]:
     """Every problem with ``cfg``, each naming the fix."""
-    p = check_tau(cfg.tau)
-    if cfg.acceptance not in ACCEPTANCE_RULES:
-        p.append(f"acceptance={cfg.acceptance!r}: use acceptance=greedy or acceptance=threshold tau=0.9")
-    if cfg.acceptance == "threshold" and cfg.tau is None:
-        p.append("acceptance=threshold needs tau=<value in [0, 1]>, e.g. tau=0.9")
+    p = rule_problems(cfg.acceptance, {"tau": cfg.tau})
     if cfg.policy not in LIVE_POLICIES:
         p.append(f"policy={cfg.policy!r}: the live page supports {LIVE_POLICIES}")
     if cfg.every_k < 1:

@@ -28,8 +28,9 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from streamgen.acceptance_rules import AcceptanceRule, column_param, make_rule
 from streamgen.config import VERIFIER_MODE_FAMILIES, ConfigError, check_tau
-from streamgen.decoding.acceptance import AcceptanceRule, Verification, accepted_length, make_rule
+from streamgen.decoding.acceptance import Verification, accepted_length
 from streamgen.requests.chat import Message
 from streamgen.results.records import SCHEMA_VERSION, ProbeRecord
 from streamgen.results.result_files import readable_files
@@ -82,7 +83,7 @@ class ProbeExample:
 
 def rules(taus: Sequence[float]) -> list[AcceptanceRule]:
     """Greedy, then a threshold rule per τ."""
-    return [make_rule("greedy"), *(make_rule("threshold", t) for t in taus)]
+    return [make_rule("greedy"), *(make_rule("threshold", {"tau": t}) for t in taus)]
 
 
 def verifiers(decoder: Any) -> tuple[str, ...]:
@@ -133,7 +134,7 @@ def probe_example(decoder: Any, examples: Sequence[ProbeExample], i: int, rule_l
             verification = verify(decoder, ex.messages, content, verifier)
             for rule in rule_list:
                 yield ProbeRecord(**columns, example_id=ex.example_id, draft_kind=kind, verifier=verifier,
-                                  acceptance=rule.name, tau=rule.tau, draft_tokens=len(content),
+                                  acceptance=rule.name, tau=column_param(rule, "tau"), draft_tokens=len(content),
                                   accepted_tokens=accepted_length(content, verification, rule),
                                   median_prob=verification.median_prob, seed=seed, schema_version=SCHEMA_VERSION)
 

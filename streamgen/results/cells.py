@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from streamgen.acceptance_rules import AcceptanceRule, column_param, extra_params, rule_label
 from streamgen.config import (
     DIFFUSION_DEVIATIONS,
     ESTIMATE_ONLY_MODEL_FIELDS,
@@ -34,6 +35,8 @@ from streamgen.config import (
 from streamgen.results.records import SCHEMA_VERSION
 
 HASH_CHARS = 16
+RULE_PARAMS_KEY = "acceptance_params"  # identity key of a rule's parameters other than τ and the tie guard
+RULE_KEYS = ("acceptance", "tau", "tie_guard", RULE_PARAMS_KEY)  # the identity's acceptance-rule keys
 PROMPT_SEPARATOR = "\n\n"
 
 
@@ -73,9 +76,12 @@ def config_settings(prefix: str, cfg: Any) -> dict[str, Any]:
 def cell_settings(model: ModelConfig, benchmark: BenchmarkConfig, *, acceptance: str, tau: float | None,
                   verifier_mode: str | None, max_new_tokens: int, limit: int | None,
                   timing: dict[str, Any] | None = None,
-                  numerics: dict[str, Any] | None = None) -> dict[str, Any]:
+                  numerics: dict[str, Any] | None = None,
+                  rule_params: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every result-defining setting of a cell as a flat ``{key: scalar}`` dict (keys sorted).
 
+    ``rule_params``: the acceptance rule's parameters other than τ and the tie guard
+    (``streamgen.acceptance_rules.extra_params``), as ``acceptance.*`` keys; none for greedy and threshold.
     ``timing``: the cell's non-default segmentation and live-typing settings (``jobs.shards.Cell.timing``);
     absent keys keep the fingerprints of cells run with the defaults unchanged. ``numerics``: the
     numerics block (:func:`numerics_settings`), as ``numerics.*`` keys."""
@@ -93,6 +99,8 @@ def cell_settings(model: ModelConfig, benchmark: BenchmarkConfig, *, acceptance:
         _flat(f"timing.{key}", value, out)
     for key, value in (numerics or {}).items():
         _flat(f"numerics.{key}", value, out)
+    for key, value in (rule_params or {}).items():
+        _flat(f"acceptance.{key}", value, out)
     return dict(sorted(out.items()))
 
 
@@ -130,14 +138,12 @@ def settings_json(settings: dict[str, Any]) -> str:
     return json.dumps(settings, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def cell_label(model: str, benchmark: str, acceptance: str, tau: float | None, verifier_mode: str | None,
-               tie_guard: float | None = None) -> str:
+def cell_label(model: str, benchmark: str, rule: str, verifier_mode: str | None) -> str:
     """The one spelling of a cell's name: ``model / benchmark / threshold τ=0.9 [visible]`` or
-    ``… / greedy guard=4`` (the nightly baseline's keys are these labels)."""
-    rule = acceptance if tau is None else f"{acceptance} τ={tau:g}"
-    guard = f" guard={tie_guard:g}" if tie_guard is not None else ""
+    ``… / greedy guard=4`` (the nightly baseline's keys are these labels). ``rule``: the rule's label
+    (``streamgen.acceptance_rules.rule_label``, or ``column_label`` of a result row)."""
     mode = f" [{verifier_mode}]" if verifier_mode else ""
-    return f"{model} / {benchmark} / {rule}{guard}{mode}"
+    return f"{model} / {benchmark} / {rule}{mode}"
 
 
 @dataclass(frozen=True)
@@ -147,15 +153,28 @@ class Cell:
 
     model: ModelConfig
     benchmark: BenchmarkConfig
-    acceptance: str  # greedy | threshold
-    tau: float | None  # None for greedy
+    rule: AcceptanceRule  # a rule registered in streamgen.acceptance_rules.RULES, with its parameters
     verifier_mode: str | None  # VERIFIER_MODE_FAMILIES only (bidirectional, diffusion_gemma): visible | hidden
     max_new_tokens: int
     limit: int | None = None  # the grid's example limit: in the fingerprint, not in the shard ids
     segmentation: str = "sentence"  # granularity (and chunk size): sentence | word | chars:N
     live: TypingConfig | None = None  # set when the stream runs live (typing.live_policy)
-    tie_guard: float | None = None  # greedy only: dtype spacings (streamgen.decoding.acceptance.Greedy)
     numerics: dict[str, Any] | None = None  # the fingerprint's numerics block (numerics_settings); None: none
+
+    @property
+    def acceptance(self) -> str:
+        """The rule's name: the rows' ``acceptance`` column."""
+        return self.rule.name
+
+    @property
+    def tau(self) -> float | None:
+        """The rule's τ (threshold): the rows' ``tau`` column; None for a rule without one."""
+        return column_param(self.rule, "tau")
+
+    @property
+    def tie_guard(self) -> float | None:
+        """The rule's tie guard in dtype spacings (greedy's): the rows' ``tie_guard`` column; None: none."""
+        return column_param(self.rule, "tie_guard")
 
     def timing(self) -> dict[str, Any]:
         """The cell's timing settings, only those not at their default (so default cells keep their ids)."""
@@ -170,7 +189,8 @@ class Cell:
         """Every result-defining setting of the cell (``streamgen.results.cells.cell_settings``)."""
         return cell_settings(self.model, self.benchmark, acceptance=self.acceptance, tau=self.tau,
                              verifier_mode=self.verifier_mode, max_new_tokens=self.max_new_tokens,
-                             limit=self.limit, timing=self.timing(), numerics=self.numerics)
+                             limit=self.limit, timing=self.timing(), numerics=self.numerics,
+                             rule_params=extra_params(self.rule))
 
     @property
     def fingerprint(self) -> str:
@@ -185,7 +205,8 @@ class Cell:
     @functools.cached_property
     def _identity(self) -> dict[str, Any]:
         guard = {"tie_guard": self.tie_guard} if self.tie_guard is not None else {}  # absent: ids unchanged
-        return {**self.timing(), **guard,
+        extra = {RULE_PARAMS_KEY: extra_params(self.rule)} if extra_params(self.rule) else {}  # likewise
+        return {**self.timing(), **guard, **extra,
             "model": result_fields(self.model),
             "benchmark": dataclasses.asdict(self.benchmark),
             "acceptance": self.acceptance,
@@ -201,5 +222,4 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return cell_label(self.model.name, self.benchmark.name, self.acceptance, self.tau, self.verifier_mode,
-                          self.tie_guard)
+        return cell_label(self.model.name, self.benchmark.name, rule_label(self.rule), self.verifier_mode)
