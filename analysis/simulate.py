@@ -17,11 +17,19 @@ prefix (latest only per user), and dropped once the user submits. Policies:
 
 Output: per (K, policy) the p50/p95 wait over all users of all repetitions and the device
 utilisation (busy time / time from the first arrival to the last completion).
+
+With ``--population desktop`` (or ``mobile``: :mod:`streamgen.timing.typists`) every simulated user is a
+typist drawn from that population instead of one typing at ``--rate``: a draw picks a recorded example
+and one of the population's seeded users, who types it with their own speed, inter-key variation and
+pauses (the post-hoc population table's arrivals for that user and example, exactly)::
+
+    python -m analysis.simulate results/local --users 1,2,4,8 --population mobile --population-users 200
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import heapq
 import logging
 import random
@@ -34,13 +42,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from analysis.population import paragraph_ends
 from analysis.render import setting_label
 from analysis.tables import connect, sql_text
 from analysis.timing import example_steps, fit_cost_models, step_facts
-from streamgen.config import ConfigError, TypingConfig
+from streamgen.config import TYPIST_PRESETS, ConfigError, TypingConfig
 from streamgen.timing.costmodel import LinearCost
 from streamgen.timing.policies import Chain, StepFacts
-from streamgen.timing.timeline import TypingModel
+from streamgen.timing.timeline import PrefixCounts, TypingModel
+from streamgen.timing.typists import Population, population
 
 log = logging.getLogger(__name__)
 
@@ -231,9 +241,10 @@ class SimulationInputs:
     label: str  # which model setting the scripts come from
 
 
-def simulation_inputs(results_dir: Any, rate: float, model: str | None = None,
-                      cfg: TypingConfig | None = None) -> SimulationInputs:
-    """The replayed examples of one model setting (greedy first) as simulation scripts at ``rate``."""
+def simulation_inputs(results_dir: Any, rate: float | None, model: str | None = None,
+                      cfg: TypingConfig | None = None, population: Population | None = None) -> SimulationInputs:
+    """The replayed examples of one model setting (greedy first) as simulation scripts at ``rate``, or,
+    with ``population``, one script per (example, user of the population): :func:`population_scripts`."""
     cfg = cfg or TypingConfig()
     con = connect(results_dir)
     try:
@@ -244,11 +255,42 @@ def simulation_inputs(results_dir: Any, rate: float, model: str | None = None,
     if not rows:
         raise ValueError(f"no replayed examples{f' of model {model}' if model else ''} under {results_dir}")
     picked = one_setting(rows)
-    typist = TypingModel(rate, cfg.sentence_pause_s, cfg.paste_code)
-    scripts = [Script(tuple(step_facts(steps, typist)), steps[0]["base_wall_s"]) for steps in example_steps(picked)]
+    if population is not None:
+        scripts = population_scripts(list(example_steps(picked)), population)
+        label = f"{setting_label(picked[0])} · {population_label(population)}"
+    elif rate is not None:
+        typist = TypingModel(rate, cfg.sentence_pause_s, cfg.paste_code)
+        scripts = [Script(tuple(step_facts(steps, typist)), steps[0]["base_wall_s"])
+                   for steps in example_steps(picked)]
+        label = f"{setting_label(picked[0])} · {rate:g} chars/s"
+    else:
+        raise ValueError("simulation_inputs needs a typing rate or a population")
     fits = fit_cost_models(picked)
     cost = next(iter(fits.values())) if len(fits) == 1 else None
-    return SimulationInputs(scripts, cost, setting_label(picked[0]))
+    return SimulationInputs(scripts, cost, label)
+
+
+def population_label(population: Population) -> str:
+    """Names the preset, its size and seed, so a figure can be reproduced."""
+    return f"{population.preset.name} typists ({population.users} users, seed {population.seed})"
+
+
+def population_scripts(examples: Sequence[list[dict]], population: Population) -> list[Script]:
+    """One script per (example, user): the example's recorded steps arriving as that user of
+    ``population`` types them (:meth:`Population.arrivals`, keyed by the example id, so a user types an
+    example here exactly as in the post-hoc population table). Example after example, users in order,
+    so drawing a script uniformly draws an example and a user."""
+    scripts = []
+    for steps in examples:
+        chars = [s["prefix_chars"] for s in steps]
+        paragraphs = paragraph_ends(chars, [s.get("arrived_text") for s in steps])
+        counts = [PrefixCounts(s["prefix_chars"], s["pasted_chars"], s["sentence_ends"], p)
+                  for s, p in zip(steps, paragraphs, strict=True)]
+        facts = step_facts(steps, TypingModel(1.0))  # arrivals replaced per user below
+        for arrivals in population.arrivals(counts, steps[0]["example_id"]):
+            scripts.append(Script(tuple(dataclasses.replace(f, arrival_s=float(a))
+                                        for f, a in zip(facts, arrivals, strict=True)), steps[0]["base_wall_s"]))
+    return scripts
 
 
 def one_setting(rows: Sequence[dict]) -> list[dict]:
@@ -271,7 +313,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis.simulate", description=__doc__.splitlines()[0])
     parser.add_argument("results_dir", type=Path)
     parser.add_argument("--users", default="1,2,4,8", help="comma-separated K values")
-    parser.add_argument("--rate", type=float, default=6.7, help="typing rate, characters per second")
+    parser.add_argument("--rate", type=float, default=None, help="typing rate, characters per second (default 6.7)")
+    parser.add_argument("--population", default=None, choices=TYPIST_PRESETS,
+                        help="simulate typists drawn from this preset instead of one rate")
+    parser.add_argument("--population-users", type=int, default=200, help="typists drawn from the preset")
+    parser.add_argument("--population-seed", type=int, default=0, help="the population's seed")
     parser.add_argument("--model", default=None, help="model to simulate (default: the first in the results)")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
@@ -281,9 +327,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         users = _users(args.users)
         check_sweep(users, args.reps)
+        pop = (population(args.population, args.population_users, args.population_seed)
+               if args.population else None)
     except ConfigError as exc:
         parser.error(str(exc))
-    inputs = simulation_inputs(args.results_dir, args.rate, args.model)
+    if pop is not None and args.rate is not None:
+        parser.error("--rate and --population both set: a population's typists each have their own speed; "
+                     "drop --rate")
+    rate = None if pop is not None else (args.rate if args.rate is not None else 6.7)
+    inputs = simulation_inputs(args.results_dir, rate, args.model, population=pop)
     rows = sweep(inputs.scripts, users, inputs.cost, reps=args.reps, seed=args.seed)
     out = args.out or args.results_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
@@ -291,12 +343,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     import pyarrow.csv as pacsv
 
     pacsv.write_csv(table, out / "simulation.csv")
-    fig = p95_against_users(table, out / "simulation-p95-wait.png", f"{inputs.label} · {args.rate:g} chars/s")
+    fig = p95_against_users(table, out / "simulation-p95-wait.png", inputs.label)
     cols = [Column("users", "K", "num"), Column("policy", "Policy"), Column("n", "waits", "num"),
             Column("p50_wait_s", "p50 wait (s)", "num"), Column("p95_wait_s", "p95 wait (s)", "num"),
             Column("utilisation", "utilisation", "share"), Column("modelled_job_share", "modelled jobs", "share")]
-    text = (f"## K users on one replica — {inputs.label}, {len(inputs.scripts)} recorded examples, "
-            f"{args.rate:g} chars/s, {args.reps} repetitions, seed {args.seed}\n\n" + markdown(table, cols))
+    text = (f"## K users on one replica — {inputs.label}, {len(inputs.scripts)} scripts, "
+            f"{args.reps} repetitions, seed {args.seed}\n\n" + markdown(table, cols))
     (out / "simulation.md").write_text(text + f"\n![p95 wait]({fig.name})\n")
     print(text)
     print(f"wrote {out / 'simulation.md'}, simulation.csv, {fig.name}")

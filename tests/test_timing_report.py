@@ -6,6 +6,7 @@ so the fitted cost model is that law and modelled figures are exact too.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pyarrow.csv as pacsv
@@ -159,3 +160,34 @@ def test_report_cli_takes_typing_settings(results: Path, tmp_path: Path, capsys:
                  "policies=[every]"]) == 0
     rows = pacsv.read_csv(tmp_path / "typing.csv").to_pylist()
     assert {(r["rate"], r["policy"]) for r in rows if r["source"] == "post_hoc"} == {(5.0, "every")}
+
+
+def test_simulation_draws_each_script_from_a_user_of_the_population(results: Path) -> None:
+    from streamgen.timing.timeline import PrefixCounts
+    from streamgen.timing.typists import population
+
+    pop = population("mobile", 3, seed=4)
+    inputs = simulate.simulation_inputs(results, None, population=pop)
+    assert "mobile typists (3 users, seed 4)" in inputs.label
+    by_rate = simulate.simulation_inputs(results, 10.0)
+    assert len(by_rate.scripts) == 2 and len(inputs.scripts) == 2 * 3  # e0, e1 (the live cell is not replayed)
+    for e, (example_id, chars) in enumerate((("e0", (10, 20, 30, 40)), ("e1", (30, 60, 90, 120)))):
+        # the fixture's steps: no paste, no sentence or paragraph ends; the key is the example id
+        expected = pop.arrivals([PrefixCounts(c, 0, 0, 0) for c in chars], example_id)
+        for user in range(3):
+            script = inputs.scripts[3 * e + user]
+            assert [f.arrival_s for f in script.steps] == pytest.approx(expected[user], rel=1e-12)
+            # everything but the arrival is the recorded step, as at a fixed rate
+            assert ([dataclasses.replace(f, arrival_s=0.0) for f in script.steps]
+                    == [dataclasses.replace(f, arrival_s=0.0) for f in by_rate.scripts[e].steps])
+            assert script.base_wall_s == by_rate.scripts[e].base_wall_s
+    assert len({s.steps[-1].arrival_s for s in inputs.scripts}) == 6  # every user types at their own speed
+
+
+def test_simulation_cli_names_the_population(results: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    args = [str(results), "--users", "1,2", "--reps", "2", "--out", str(tmp_path)]
+    assert simulate.main([*args, "--population", "desktop", "--population-users", "5"]) == 0
+    assert "desktop typists (5 users, seed 0), 10 scripts" in (tmp_path / "simulation.md").read_text()
+    with pytest.raises(SystemExit) as exc:
+        simulate.main([*args, "--population", "desktop", "--rate", "5"])
+    assert exc.value.code == 2 and "drop --rate" in capsys.readouterr().err
