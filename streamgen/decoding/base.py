@@ -11,13 +11,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from streamgen.acceptance_rules import AcceptanceRule
+from streamgen.config import Family
 from streamgen.decoding.meter import MeterReading
 from streamgen.requests.chat import Message
-
-Family = Literal["autoregressive", "refusion", "bidirectional", "diffusion_gemma"]
 
 
 @dataclass(frozen=True)
