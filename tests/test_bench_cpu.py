@@ -47,18 +47,26 @@ def test_a_process_whose_cmdline_is_gone_keeps_its_label() -> None:
 def test_from_now_counts_a_running_process_from_the_first_sample(tmp_path) -> None:
     """bench/bench_ray_idle.py measures daemons started before it: with ``from_now`` a child's CPU
     before the first sample is not counted, only what it burns afterwards (here: while it sleeps)."""
-    script = tmp_path / "early.py"
-    script.write_text(BURN.format(s=0.6).replace("time.sleep(0.6)", "time.sleep(1.5)"))
+    script, burnt, stop = tmp_path / "early.py", tmp_path / "burnt", tmp_path / "stop"
+    # burn 0.6 s, say so, then idle (polling, a few ms of CPU) until told to stop: the samples below are
+    # taken after the burn however slowly the loaded machine starts the child
+    script.write_text(BURN.format(s=0.6).replace("time.sleep(0.6)\n", "")
+                      + f"open({str(burnt)!r}, 'w').close()\n"
+                      + f"import os\nwhile not os.path.exists({str(stop)!r}): time.sleep(0.05)\n")
     child = subprocess.Popen([sys.executable, str(script)])
     try:
-        time.sleep(1.0)  # interpreter start + 0.6 s burnt: all before the first sample
+        deadline = time.monotonic() + 120
+        while not burnt.exists():  # interpreter start + 0.6 s burnt: all before the first sample
+            assert child.poll() is None and time.monotonic() < deadline, "the child did not finish its burn"
+            time.sleep(0.05)
         with CpuByProcess(interval_s=5.0, from_now=True) as cpu:
             time.sleep(0.3)
         before_now = CpuByProcess(interval_s=5.0)  # the grid's default: children count from their start
         with before_now:
             time.sleep(0.1)
     finally:
-        child.wait(timeout=10)
+        stop.touch()
+        child.wait(timeout=60)
     assert cpu.seconds()["early.py"] < 0.2, cpu.seconds()
     assert before_now.seconds()["early.py"] >= 0.5, before_now.seconds()
 
