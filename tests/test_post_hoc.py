@@ -23,8 +23,6 @@ from streamgen.config import TypingConfig
 from streamgen.timing.policies import Policy
 from tests.typing_reference import typing_rows
 
-PATHS: Counter[str] = Counter()
-
 
 @st.composite
 def example(draw: Any, model: str, index: int, live: bool) -> list[dict]:
@@ -78,38 +76,41 @@ CONFIGS = [
 ]
 
 
-def _record(reference: list[dict]) -> None:
+def _record(reference: list[dict], paths: Counter[str]) -> None:
     for r in reference:
-        PATHS["rows"] += 1
-        PATHS["missing (no cost model)"] += r["wait_s"] is None
-        PATHS["skipped"] += bool(r["skipped"])
-        PATHS["modelled"] += bool(r["modelled"])
-        PATHS["keeps up"] += bool(r["keeps_up"])
-        PATHS["live"] += r["source"] == "live"
+        paths["rows"] += 1
+        paths["missing (no cost model)"] += r["wait_s"] is None
+        paths["skipped"] += bool(r["skipped"])
+        paths["modelled"] += bool(r["modelled"])
+        paths["keeps up"] += bool(r["keeps_up"])
+        paths["live"] += r["source"] == "live"
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=["four-policies", "pauses-no-paste"])
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(rows=results())
-def test_array_evaluation_equals_the_per_example_reference(rows: list[dict], cfg: TypingConfig) -> None:
-    reference, ref_fits = typing_rows(rows, cfg)
-    table, fits = typing_examples(pa.Table.from_pylist(rows), cfg)
-    assert fits == ref_fits
-    got = table.to_pylist()
-    assert len(got) == len(reference)
-    # the array rows come replayed first (example, rate, policy order), then the live ones
-    live = [r for r in reference if r["source"] == "live"]
-    reference = [r for r in reference if r["source"] != "live"] + live
-    for mine, theirs in zip(got, reference, strict=True):
-        assert mine == theirs, f"\narrays:    {mine}\nreference: {theirs}"
-    _record(reference)
+def test_array_evaluation_equals_the_per_example_reference(cfg: TypingConfig) -> None:
+    paths: Counter[str] = Counter()
 
+    @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    @given(rows=results())
+    def compare(rows: list[dict]) -> None:
+        reference, ref_fits = typing_rows(rows, cfg)
+        table, fits = typing_examples(pa.Table.from_pylist(rows), cfg)
+        assert fits == ref_fits
+        got = table.to_pylist()
+        assert len(got) == len(reference)
+        # the array rows come replayed first (example, rate, policy order), then the live ones
+        live = [r for r in reference if r["source"] == "live"]
+        reference = [r for r in reference if r["source"] != "live"] + live
+        for mine, theirs in zip(got, reference, strict=True):
+            assert mine == theirs, f"\narrays:    {mine}\nreference: {theirs}"
+        _record(reference, paths)
 
-def test_the_generated_rows_took_every_path() -> None:
-    """Runs after the comparison (file order): the timelines must have hit each case it is meant to cover."""
+    compare()
+    # the generated timelines hit each case the comparison is meant to cover (counted in this test, so it
+    # holds whatever order or worker the tests run in)
     for path in ("missing (no cost model)", "skipped", "modelled", "keeps up", "live"):
-        assert PATHS[path] > 0, (path, PATHS)
-    assert PATHS["keeps up"] < PATHS["rows"]
+        assert paths[path] > 0, (path, paths)
+    assert paths["keeps up"] < paths["rows"]
 
 
 def _one(n: int, arrivals: list[float]) -> tuple[StepColumns, np.ndarray]:
