@@ -25,6 +25,7 @@ import pyarrow.csv as pacsv
 from analysis import figures, timing_figures
 from analysis.population import build_population, population_section
 from analysis.render import Column, fmt, markdown, row_label, with_labels
+from analysis.sql_template import declared_columns
 from analysis.tables import TABLES, ResultsNotFoundError, build_tables, compare_tables
 from analysis.timing import build_typing, typing_section, typing_settings
 from streamgen.config import ConfigError, TypingConfig
@@ -47,6 +48,14 @@ TABLE1 = [
     Column("mean_speedup_wall", "Speedup wall: mean", "x"),
     Column("median_speedup_wall", "median", "x"),
 ]
+
+
+def table1() -> list[Column]:
+    """Table 1's columns: ``TABLE1`` and then every per-pair column ``PairRecord`` declares for the
+    report (``streamgen.results.records.reported``; cells.sql aggregates it under its name)."""
+    return [*TABLE1, *(Column(spec.name, spec.label, spec.kind) for _, spec in declared_columns())]
+
+
 TABLE2 = [
     *KEY_COLS,
     Column("n_included", "n", "num"),
@@ -369,7 +378,7 @@ def _sections(tables: dict[str, pa.Table], compare: pa.Table | None, compare_dir
         "## Table 1 — quality and residual cost per cell\n\nQuality in percent; forwards after the final "
         "token are medians; speedups are per-request base / residual, summarised by mean and median. "
         "Only included requests enter a statistic; the count columns say how many rows were excluded or "
-        "errors.\n\n" + markdown(cells, TABLE1, blank_repeats="setting"),
+        "errors.\n\n" + markdown(cells, table1(), blank_repeats="setting"),
         "## Table 2 — per model, with macro average and pooled\n\n`average (macro)` is the mean of the "
         "benchmarks' statistics; `pooled` is the statistic over all included requests of that setting.\n\n"
         + markdown(tables["models"], TABLE2, blank_repeats="setting"),
