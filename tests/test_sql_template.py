@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from analysis import sql_template
-from analysis.report import TABLE1, write_report
+from analysis.report import write_report
 from analysis.sql_template import CELL_KEY, NOT_NULL, SqlTemplateError, expand, key_sql
+from analysis.table_specs import TABLE1
 from analysis.tables import SQL_DIR, build_tables, sql_text
 from streamgen.results.records import PairRecord, ReportColumn, report_columns, reported
 from tests.analysis_fixtures import RecordSet, pair_record, write_record_set
