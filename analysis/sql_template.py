@@ -22,7 +22,7 @@ it cannot stand in a GROUP BY, a GROUPING SETS, a PARTITION BY, an ORDER BY with
 condition; ``COLUMNS(…)`` selects columns but not in every one of those clauses, and a view would move
 the grouping, not name it. Text substitution leaves the SQL that runs exactly what the file said
 before (same plan, same results) and the expanded text is what DuckDB reports errors against
-(``expanded_sql`` prints it). An unknown placeholder, key or column raises ``SqlTemplateError``.
+(``analysis.tables.sql_text(name)`` returns it). An unknown placeholder, key or column raises ``SqlTemplateError``.
 """
 
 from __future__ import annotations

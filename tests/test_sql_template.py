@@ -62,8 +62,9 @@ def test_no_sql_file_spells_the_key_out() -> None:
     assert len(files) > 20
     spelled = [f.name for f in files if re.search(r"\bverifier_mode\b", _code(f))]
     assert spelled == [], f"{spelled}: name the key by reference ({{cols cell}}, analysis/sql_template.py)"
-    for f in files:  # and every file expands completely
+    for f in files:  # every file expands completely, and no placeholder hides in a comment (it would expand there)
         assert "{" not in sql_text(f.stem), f.name
+        assert not re.search(r"--[^\n]*\{", f.read_text()), f"{f.name}: a placeholder in a comment"
 
 
 @pytest.mark.parametrize("text, words", [

@@ -5,6 +5,7 @@
 --   is_excluded  excluded_reason IS NOT NULL and no error
 --   is_included  neither
 --   first_draft_kept  the stream answer equals the first stream step's draft (a stale draft, §6.5)
+-- The pair_columns placeholder: the per-pair fields PairRecord declares for the report (records.reported), NULL unless included.
 CREATE OR REPLACE TEMP VIEW pair_rows AS
 WITH flagged AS (
     SELECT

@@ -2,6 +2,7 @@
 -- (scope 'pooled', benchmark NULL: the statistic over all that setting's included requests).
 -- n_benchmarks: benchmarks with at least one included request.
 -- Quality in percent; forwards are medians; speedups are per-example ratios summarised.
+-- The pair_aggregates placeholder: the per-pair columns PairRecord declares (records.reported), written out by analysis/sql_template.py.
 SELECT
     {cols cell},
     CASE WHEN GROUPING(benchmark) = 1 THEN 'pooled' ELSE 'benchmark' END AS scope,

@@ -1,6 +1,7 @@
 -- Table 2 layout: per model setting, its benchmark rows, then the macro average (mean over
 -- benchmarks of each benchmark's statistic; a benchmark whose statistic is NULL is skipped),
 -- then the pooled row (the statistic over all included requests). Built on the `cells` table.
+-- The pair_macros placeholder: the macro row of each declared per-pair column (records.reported; analysis/sql_template.py).
 WITH macro AS (
     SELECT
         {cols setting}, NULL::VARCHAR AS benchmark,  -- UNION ALL BY NAME: the column order is the first side's
