@@ -29,6 +29,7 @@ from analysis import figures, timing_figures
 from analysis.population import build_population, population_section
 from analysis.render import markdown
 from analysis.report_sections import main_tables, sections
+from analysis.sql_template import SqlTemplateError
 from analysis.table_specs import COMPARE
 from analysis.tables import TABLES, ResultsNotFoundError, build_tables, compare_tables
 from analysis.timing import build_typing, typing_section, typing_settings
@@ -149,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.results_dir, compare_dir=args.compare, out_dir=args.out, threads=args.threads,
             with_figures=not args.no_figures, latest=args.latest, typing_config=typing_config,
         )
-    except (ResultsNotFoundError, ConfigError) as exc:
+    except (ResultsNotFoundError, ConfigError, SqlTemplateError) as exc:  # the last: a bad reported(...) declaration
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # e.g. a read-only results directory: the report goes elsewhere

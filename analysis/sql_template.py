@@ -90,10 +90,31 @@ def key_sql(form: str, key: str, *, drop: tuple[str, ...] = (), aliases: tuple[s
     return " AND ".join(f"{a}.{c} {'=' if c in NOT_NULL else 'IS NOT DISTINCT FROM'} {b}.{c}" for c in columns)
 
 
+KINDS = ("num", "pct", "share", "x", "prob", "text")
+"""The formats ``analysis.render.fmt`` knows."""
+
+
 def declared_columns() -> tuple[tuple[str, ReportColumn], ...]:
     """(pairs field, declaration) of every per-pair column ``PairRecord`` declares for the report
-    (``records.reported``): what ``{pair_columns}`` and friends write out and Table 1 shows."""
-    return report_columns(PairRecord)
+    (``records.reported``): what ``{pair_columns}`` and friends write out and Table 1 shows. A
+    declaration that cannot work raises ``SqlTemplateError`` naming the field, the cause and the fix."""
+    declared = report_columns(PairRecord)
+    problems = []
+    names = [spec.name for _, spec in declared]
+    for field, spec in declared:
+        where = f"PairRecord.{field}: reported({spec.aggregate!r}, {spec.name!r}, …)"
+        if "{col}" not in spec.aggregate:
+            problems.append(f"{where}: the aggregate never reads the field; write it over {{col}}, "
+                            "e.g. 'quantile_cont({col}, 0.5)'")
+        if spec.kind not in KINDS:
+            problems.append(f"{where}: unknown format {spec.kind!r}; use one of {list(KINDS)}")
+        if field in CELL_KEY:
+            problems.append(f"{where}: a key column is already in every table; declare a measured field")
+        if names.count(spec.name) > 1:
+            problems.append(f"{where}: column name {spec.name!r} declared twice; give each its own name")
+    if problems:
+        raise SqlTemplateError("; ".join(problems))
+    return declared
 
 
 def pair_sql(form: str) -> str:

@@ -141,3 +141,34 @@ def test_pair_rows_carries_the_declared_field_only_on_included_rows(declared: No
     assert "quantile_cont(residual_tokens_fed, 0.5) AS median_residual_fed" in sql_text("cells")
     assert "avg(median_residual_fed) AS median_residual_fed" in sql_text("models")
     assert key_sql("cols", "cell") in sql_text("_views")
+
+
+@pytest.mark.parametrize("field, spec, words", [
+    ("residual_tokens_fed", ReportColumn("median(residual_tokens_fed)", "m", "M"), "never reads the field"),
+    ("residual_tokens_fed", ReportColumn("max({col})", "m", "M", "percent"), "unknown format 'percent'"),
+    ("model", ReportColumn("max({col})", "m", "M"), "a key column"),
+])
+def test_a_declaration_that_cannot_work_is_refused_with_its_fix(
+        monkeypatch: pytest.MonkeyPatch, field: str, spec: ReportColumn, words: str) -> None:
+    monkeypatch.setattr(sql_template, "report_columns", lambda record: ((field, spec),))
+    with pytest.raises(SqlTemplateError, match=f"PairRecord.{field}: .*{re.escape(words)}"):
+        sql_text("cells")
+
+
+def test_two_declarations_of_one_column_name_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    twice = (("base_tokens_fed", ReportColumn("max({col})", "m", "M")), ("residual_tokens_fed", ReportColumn("min({col})", "m", "M")))
+    monkeypatch.setattr(sql_template, "report_columns", lambda record: twice)
+    with pytest.raises(SqlTemplateError, match="'m' declared twice"):
+        sql_text("cells")
+
+
+def test_the_cli_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from analysis.report import main
+
+    root = write_record_set(tmp_path / "r", RecordSet(_rows(), []), with_steps=False)
+    monkeypatch.setattr(sql_template, "report_columns",
+                        lambda record: (("residual_tokens_fed", ReportColumn("max({col})", "m", "M", "bad")),))
+    assert main([str(root), "--no-figures", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "unknown format 'bad'" in err and "Traceback" not in err
