@@ -25,11 +25,12 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from analysis.render import setting_label
+from analysis.sql_template import KEYS
 from streamgen.acceptance_rules import column_label
 
 log = logging.getLogger(__name__)
 
-SETTING = ("model", "acceptance", "tau", "variant", "verifier_mode", "settings_tag")
+SETTING = KEYS["setting"]  # a model setting: the setting key without benchmark (analysis.sql_template)
 
 
 def slug(text: str) -> str:

@@ -18,7 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
-CELL_NAME = ("model", "benchmark", "acceptance", "tau", "variant", "verifier_mode")
+from analysis.sql_template import CELL_NAME  # the name, written out once there
+
 MAX_VALUE_CHARS = 32
 
 CELL_TAGS_SCHEMA = pa.schema([

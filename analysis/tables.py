@@ -4,7 +4,8 @@ A results directory holds ``pairs/**/*.parquet``, ``steps/**/*.parquet`` and ``r
 (docs/grid.md, docs/analysis.md). The runner registers three views over them (``pairs``, ``steps``, ``runs``),
 executes ``_views.sql`` (the row-level ``pair_rows`` view), then each table's SQL file in order;
 every finished table is registered under its own name so later files can build on it (``models``
-reads ``cells``). Statistics and their exact definitions: ``docs/analysis.md``.
+reads ``cells``). Each file's text goes through ``analysis.sql_template`` first (``sql_text``): the setting
+key is named there once, the files name it by placeholder. Statistics and their exact definitions: ``docs/analysis.md``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import duckdb
 import pyarrow as pa
 
 from analysis.fingerprints import FINGERPRINT_QUERY, cell_tags
+from analysis.sql_template import expand
 from streamgen.results.records import PAIRS_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, STEPS_SCHEMA
 from streamgen.results.result_files import literal_glob, readable_files
 
@@ -80,8 +82,10 @@ def find_result_files(results_dir: str | Path) -> ResultFiles:
 
 
 def sql_text(name: str) -> str:
-    """The text of ``analysis/sql/<name>.sql``."""
-    return (SQL_DIR / f"{name}.sql").read_text()
+    """The text of ``analysis/sql/<name>.sql`` with its placeholders written out (``analysis.sql_template``:
+    the setting key, the declared per-pair columns)."""
+    path = SQL_DIR / f"{name}.sql"
+    return expand(path.read_text(), source=str(path))
 
 
 def _quote(text: str) -> str:

@@ -25,6 +25,7 @@ import pyarrow as pa
 from analysis.figures import run_starts
 from analysis.post_hoc import StepColumns, arrivals_at, lane_blocks, post_hoc_lanes
 from analysis.render import Column, markdown, setting_label
+from analysis.sql_template import CELL_KEY
 from analysis.tables import sql_text
 from streamgen.config import TypingConfig, load, raise_if_problems, validate_typing
 from streamgen.timing.costmodel import CostModelError, LinearCost, fit_cost_model
@@ -33,8 +34,7 @@ from streamgen.timing.timeline import PrefixCounts, TypingModel
 
 log = logging.getLogger(__name__)
 
-# settings_tag: what differs between fingerprints of one cell name (analysis.fingerprints), as in every table
-CELL = ("model", "benchmark", "acceptance", "tau", "variant", "verifier_mode", "settings_tag")
+CELL = CELL_KEY  # the setting key every table is keyed by (analysis.sql_template)
 EXAMPLE_COLUMNS = (*CELL, "device", "example_id", "chars_per_s", "policy", "source", "wait_s", "backlog_s",
                    "base_wait_s", "keeps_up", "skipped", "modelled")
 

@@ -127,7 +127,8 @@ def draw_curve(cfg: AdaptConfig) -> Path | None:
 def evaluate(cfg: AdaptConfig) -> int:
     """The plain and the adapted model through the ordinary grid; prints Table 3."""
     from analysis.render import markdown
-    from analysis.report import ADAPT, ADAPT_CI, adaptation_ci_rows
+    from analysis.report_sections import adaptation_ci_rows
+    from analysis.table_specs import ADAPT, ADAPT_CI
     from analysis.tables import build_tables
     from jobs.executors import run_grid_on_cluster
 

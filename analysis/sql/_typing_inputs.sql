@@ -5,7 +5,7 @@
 --   live_policy   NULL for the replay (every prefix, back to back); set for cells run live
 --   arrived_text  the request text each step added (analysis/population.py finds paragraph breaks in it)
 SELECT
-    p.model, p.benchmark, p.acceptance, p.tau, p.variant, p.verifier_mode, p.settings_tag, p.device,
+    {cols cell p}, p.device,
     p.run_id, p.cell_id, p.example_id, p.live_policy, p.live_chars_per_s,
     p.base_wall_s, p.base_forwards, p.base_tokens_fed,
     s.step, s.is_final, s.prefix_chars,

@@ -5,6 +5,7 @@
 --   is_excluded  excluded_reason IS NOT NULL and no error
 --   is_included  neither
 --   first_draft_kept  the stream answer equals the first stream step's draft (a stale draft, §6.5)
+-- The pair_columns placeholder: the per-pair fields PairRecord declares for the report (records.reported), NULL unless included.
 CREATE OR REPLACE TEMP VIEW pair_rows AS
 WITH flagged AS (
     SELECT
@@ -24,7 +25,7 @@ derived AS (
     FROM flagged
 )
 SELECT
-    model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+    {cols cell},
     run_id, cell_id, example_id, excluded_reason, error_type,
     cell_fingerprint,
     is_error, is_excluded, is_included,
@@ -54,4 +55,5 @@ SELECT
     CASE WHEN is_included THEN residual_forwards = 1 END AS one_forward,
     CASE WHEN is_included THEN residual_forwards <= min_residual_forwards END AS at_floor,
     CASE WHEN is_included THEN stream_is_first_draft END AS first_draft_kept
+    {pair_columns}
 FROM derived;

@@ -11,30 +11,21 @@ WITH c AS (
     SELECT x.*, d.share_one_forward, s.accept_ratio_all, p.preserved_share
     FROM cells x
     LEFT JOIN distribution d
-      ON d.scope = 'benchmark' AND d.model = x.model AND d.benchmark = x.benchmark
-     AND d.acceptance = x.acceptance AND d.tau IS NOT DISTINCT FROM x.tau
-     AND d.variant IS NOT DISTINCT FROM x.variant AND d.verifier_mode IS NOT DISTINCT FROM x.verifier_mode
-     AND d.settings_tag IS NOT DISTINCT FROM x.settings_tag
+      ON d.scope = 'benchmark' AND {match cell d x}
     LEFT JOIN step_summary s
-      ON s.model = x.model AND s.benchmark = x.benchmark
-     AND s.acceptance = x.acceptance AND s.tau IS NOT DISTINCT FROM x.tau
-     AND s.variant IS NOT DISTINCT FROM x.variant AND s.verifier_mode IS NOT DISTINCT FROM x.verifier_mode
-     AND s.settings_tag IS NOT DISTINCT FROM x.settings_tag
+      ON {match cell s x}
     LEFT JOIN (
-        SELECT model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+        SELECT {cols cell},
                sum(accepted_final)::DOUBLE / NULLIF(sum(draft_final), 0) AS preserved_share
         FROM pair_rows
         GROUP BY ALL
     ) p
-      ON p.model = x.model AND p.benchmark = x.benchmark AND p.acceptance = x.acceptance
-     AND p.tau IS NOT DISTINCT FROM x.tau AND p.variant IS NOT DISTINCT FROM x.variant
-     AND p.verifier_mode IS NOT DISTINCT FROM x.verifier_mode
-     AND p.settings_tag IS NOT DISTINCT FROM x.settings_tag
+      ON {match cell p x}
     WHERE x.scope = 'benchmark'
 ),
 matched AS (
     SELECT
-        a.model, a.benchmark, a.acceptance, a.tau, a.variant, a.verifier_mode, a.settings_tag,
+        {cols cell a},
         'benchmark' AS scope,
         b.n_included AS n_before,
         a.n_included AS n_after,
@@ -55,14 +46,11 @@ matched AS (
     FROM c a
     JOIN c b
       ON b.variant IS NULL AND a.variant IS NOT NULL
-     AND a.model = b.model AND a.benchmark = b.benchmark AND a.acceptance = b.acceptance
-     AND a.tau IS NOT DISTINCT FROM b.tau
-     AND a.verifier_mode IS NOT DISTINCT FROM b.verifier_mode
-     AND a.settings_tag IS NOT DISTINCT FROM b.settings_tag
+     AND {match cell -variant a b}  -- the plain model's row of the same setting
 ),
 macro AS (
     SELECT
-        model, NULL::VARCHAR AS benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+        {cols setting}, NULL::VARCHAR AS benchmark,  -- UNION ALL BY NAME: the column order is the first side's
         'macro' AS scope,
         sum(n_before)::BIGINT AS n_before,
         sum(n_after)::BIGINT AS n_after,
@@ -81,9 +69,9 @@ macro AS (
         avg(one_forward_share_before) AS one_forward_share_before,
         avg(one_forward_share_after) AS one_forward_share_after
     FROM matched
-    GROUP BY model, acceptance, tau, variant, verifier_mode, settings_tag
+    GROUP BY {cols setting}
 )
 SELECT * FROM (SELECT * FROM matched UNION ALL BY NAME SELECT * FROM macro)
 ORDER BY
-    model, variant, acceptance, tau NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST,
+    model, variant, {order setting -model -variant},  -- each variant's rows together
     CASE scope WHEN 'benchmark' THEN 0 ELSE 1 END, benchmark;

@@ -30,7 +30,7 @@
 -- n and its weight). The point statistics are "resample" b = -1, whose draw k is example k.
 WITH side AS (
     SELECT
-        model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag, example_id,
+        {cols cell}, example_id,
         accepted_final, draft_final, (kept = 'all')::DOUBLE AS kept_whole, one_forward::DOUBLE AS one_fwd,
         f_residual, w_residual, s_fwd, s_wall, q_stream
     FROM pair_rows
@@ -38,13 +38,10 @@ WITH side AS (
 ),
 paired AS MATERIALIZED (
     SELECT
-        a.model, a.benchmark, a.acceptance, a.tau, a.variant, a.verifier_mode, a.settings_tag,
-        dense_rank() OVER (ORDER BY a.model, a.benchmark, a.acceptance, a.tau, a.variant,
-                                    a.verifier_mode, a.settings_tag) AS g,
-        row_number() OVER (PARTITION BY a.model, a.benchmark, a.acceptance, a.tau, a.variant,
-                                        a.verifier_mode, a.settings_tag ORDER BY a.example_id) - 1 AS i,
-        count(*) OVER (PARTITION BY a.model, a.benchmark, a.acceptance, a.tau, a.variant,
-                                    a.verifier_mode, a.settings_tag) AS n,
+        {cols cell a},
+        dense_rank() OVER (ORDER BY {cols cell a}) AS g,
+        row_number() OVER (PARTITION BY {cols cell a} ORDER BY a.example_id) - 1 AS i,
+        count(*) OVER (PARTITION BY {cols cell a}) AS n,
         p.accepted_final AS acc_p, a.accepted_final AS acc_a,
         p.draft_final AS draft_p, a.draft_final AS draft_a,
         p.kept_whole AS kept_p, a.kept_whole AS kept_a,
@@ -57,15 +54,11 @@ paired AS MATERIALIZED (
     FROM side a
     JOIN side p
       ON p.variant IS NULL AND a.variant IS NOT NULL
-     AND a.model = p.model AND a.benchmark = p.benchmark AND a.acceptance = p.acceptance
-     AND a.tau IS NOT DISTINCT FROM p.tau
-     AND a.verifier_mode IS NOT DISTINCT FROM p.verifier_mode
-     AND a.settings_tag IS NOT DISTINCT FROM p.settings_tag
+     AND {match cell -variant a p}  -- the plain model's row of the same setting and example
      AND a.example_id = p.example_id
 ),
 cell_keys AS (
-    SELECT DISTINCT g, n, model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
-           concat_ws('|', model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag) AS seed
+    SELECT DISTINCT g, n, {cols cell}, concat_ws('|', {cols cell}) AS seed
     FROM paired
 ),
 draws AS (
@@ -113,28 +106,28 @@ per_benchmark AS (
 ),
 macro AS (
     SELECT
-        model, NULL::VARCHAR AS benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+        {cols setting}, NULL::VARCHAR AS benchmark,  -- UNION ALL BY NAME: the column order is the first side's
         'macro' AS scope, b, sum(n)::BIGINT AS n,
         avg(COLUMNS('_(plain|adapted|diff)$'))
     FROM per_benchmark
-    GROUP BY model, acceptance, tau, variant, verifier_mode, settings_tag, b
+    GROUP BY {cols setting}, b
 ),
 summarised AS (
     SELECT
-        model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag, scope,
+        {cols cell}, scope,
         any_value(n) AS n,
         any_value(COLUMNS('_(plain|adapted|diff)$')) FILTER (WHERE b < 0),
         quantile_cont(COLUMNS('^(\w+)_diff$'), 0.025) FILTER (WHERE b >= 0) AS '\1_lo',
         quantile_cont(COLUMNS('^(\w+)_diff$'), 0.975) FILTER (WHERE b >= 0) AS '\1_hi'
     FROM (SELECT * FROM per_benchmark UNION ALL BY NAME SELECT * FROM macro)
-    GROUP BY model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag, scope
+    GROUP BY {cols cell}, scope
 )
 SELECT
-    model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag, scope, n,
+    {cols cell}, scope, n,
     COLUMNS('^preserved_share_'), COLUMNS('^kept_whole_share_'), COLUMNS('^one_forward_share_'),
     COLUMNS('^mean_residual_forwards_'), COLUMNS('^mean_residual_wall_s_'),
     COLUMNS('^median_speedup_forwards_'), COLUMNS('^median_speedup_wall_'), COLUMNS('^stream_quality_pct_')
 FROM summarised
 ORDER BY
-    model, variant, acceptance, tau NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST,
+    model, variant, {order setting -model -variant},  -- each variant's rows together
     CASE scope WHEN 'benchmark' THEN 0 ELSE 1 END, benchmark;

@@ -7,7 +7,7 @@
 --   median_achieved           the per-example share, median of speedup / attainable (distribution.sql)
 WITH per_group AS (
     SELECT
-        model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+        {cols cell},
         CASE WHEN GROUPING(benchmark) = 1 THEN 'pooled' ELSE 'benchmark' END AS scope,
         count(*) FILTER (WHERE is_included) AS n_included,
         quantile_cont(s_fwd, 0.5) AS median_speedup_forwards,
@@ -16,13 +16,13 @@ WITH per_group AS (
         quantile_cont(achieved, 0.5) AS median_achieved
     FROM pair_rows
     GROUP BY GROUPING SETS (
-        (model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag),
-        (model, acceptance, tau, variant, verifier_mode, settings_tag)
+        ({cols cell}),
+        ({cols setting})
     )
 ),
 macro AS (
     SELECT
-        model, NULL::VARCHAR AS benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+        {cols setting}, NULL::VARCHAR AS benchmark,  -- UNION ALL BY NAME: the column order is the first side's
         'macro' AS scope,
         sum(n_included)::BIGINT AS n_included,
         avg(median_speedup_forwards) AS median_speedup_forwards,
@@ -31,9 +31,9 @@ macro AS (
         avg(median_achieved) AS median_achieved
     FROM per_group
     WHERE scope = 'benchmark'
-    GROUP BY model, acceptance, tau, variant, verifier_mode, settings_tag
+    GROUP BY {cols setting}
 )
 SELECT * FROM (SELECT * FROM per_group UNION ALL BY NAME SELECT * FROM macro)
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST,
+    {order setting},
     CASE scope WHEN 'benchmark' THEN 0 WHEN 'macro' THEN 1 ELSE 2 END, benchmark;

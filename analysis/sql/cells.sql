@@ -2,13 +2,9 @@
 -- (scope 'pooled', benchmark NULL: the statistic over all that setting's included requests).
 -- n_benchmarks: benchmarks with at least one included request.
 -- Quality in percent; forwards are medians; speedups are per-example ratios summarised.
+-- The pair_aggregates placeholder: the per-pair columns PairRecord declares (records.reported), written out by analysis/sql_template.py.
 SELECT
-    model,
-    benchmark,
-    acceptance,
-    tau,
-    variant,
-    verifier_mode, settings_tag,
+    {cols cell},
     CASE WHEN GROUPING(benchmark) = 1 THEN 'pooled' ELSE 'benchmark' END AS scope,
     count(*) AS n_total,
     count(*) FILTER (WHERE is_included) AS n_included,
@@ -23,11 +19,12 @@ SELECT
     quantile_cont(s_fwd, 0.5) AS median_speedup_forwards,
     avg(s_wall) AS mean_speedup_wall,
     quantile_cont(s_wall, 0.5) AS median_speedup_wall
+    {pair_aggregates}
 FROM pair_rows
 GROUP BY GROUPING SETS (
-    (model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag),
-    (model, acceptance, tau, variant, verifier_mode, settings_tag)
+    ({cols cell}),
+    ({cols setting})
 )
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST,
+    {order setting},
     scope, benchmark;

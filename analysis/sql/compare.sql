@@ -2,12 +2,7 @@
 -- matched on the row key; *_delta = B - A. Rows present on one side only keep NULLs on the other.
 SELECT * FROM (
 SELECT
-    coalesce(a.model, b.model) AS model,
-    coalesce(a.acceptance, b.acceptance) AS acceptance,
-    coalesce(a.tau, b.tau) AS tau,
-    coalesce(a.variant, b.variant) AS variant,
-    coalesce(a.verifier_mode, b.verifier_mode) AS verifier_mode,
-    coalesce(a.settings_tag, b.settings_tag) AS settings_tag,
+    {coalesce setting a b},
     coalesce(a.scope, b.scope) AS scope,
     coalesce(a.benchmark, b.benchmark) AS benchmark,
     a.n_included AS n_included_a,
@@ -29,13 +24,9 @@ SELECT
     b.median_speedup_wall - a.median_speedup_wall AS median_speedup_wall_delta
 FROM models_a a
 FULL OUTER JOIN models_b b
-  ON a.model = b.model AND a.scope = b.scope AND a.acceptance = b.acceptance
- AND a.benchmark IS NOT DISTINCT FROM b.benchmark
- AND a.tau IS NOT DISTINCT FROM b.tau
- AND a.variant IS NOT DISTINCT FROM b.variant
- AND a.verifier_mode IS NOT DISTINCT FROM b.verifier_mode
- AND a.settings_tag IS NOT DISTINCT FROM b.settings_tag
+  ON {match setting a b}
+ AND a.scope = b.scope AND a.benchmark IS NOT DISTINCT FROM b.benchmark  -- macro and pooled rows: benchmark NULL
 )
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST,
+    {order setting},
     CASE scope WHEN 'benchmark' THEN 0 WHEN 'macro' THEN 1 ELSE 2 END, benchmark;

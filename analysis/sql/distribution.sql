@@ -14,7 +14,7 @@
 --   share_forwards_removed  1 - sum(residual_forwards) / sum(base_forwards)
 WITH per_group AS (
     SELECT
-        model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+        {cols cell},
         CASE WHEN GROUPING(benchmark) = 1 THEN 'pooled' ELSE 'benchmark' END AS scope,
         count(*) FILTER (WHERE is_included) AS n_included,
         avg((s_fwd < 1)::DOUBLE) AS share_below_1x,
@@ -36,13 +36,13 @@ WITH per_group AS (
         1 - sum(f_residual)::DOUBLE / NULLIF(sum(f_base), 0) AS share_forwards_removed
     FROM pair_rows
     GROUP BY GROUPING SETS (
-        (model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag),
-        (model, acceptance, tau, variant, verifier_mode, settings_tag)
+        ({cols cell}),
+        ({cols setting})
     )
 ),
 macro AS (
     SELECT
-        model, NULL::VARCHAR AS benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+        {cols setting}, NULL::VARCHAR AS benchmark,  -- UNION ALL BY NAME: the column order is the first side's
         'macro' AS scope,
         sum(n_included)::BIGINT AS n_included,
         avg(share_below_1x) AS share_below_1x,
@@ -64,9 +64,9 @@ macro AS (
         avg(share_forwards_removed) AS share_forwards_removed
     FROM per_group
     WHERE scope = 'benchmark'
-    GROUP BY model, acceptance, tau, variant, verifier_mode, settings_tag
+    GROUP BY {cols setting}
 )
 SELECT * FROM (SELECT * FROM per_group UNION ALL BY NAME SELECT * FROM macro)
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST,
+    {order setting},
     CASE scope WHEN 'benchmark' THEN 0 WHEN 'macro' THEN 1 ELSE 2 END, benchmark;

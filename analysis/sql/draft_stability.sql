@@ -22,7 +22,7 @@ WITH compared AS (
 ),
 joined AS (
     SELECT
-        p.model, p.benchmark, p.acceptance, p.tau, p.variant, p.verifier_mode, p.settings_tag,
+        {cols cell p},
         coalesce(c.n_compared, 0) AS n_compared,
         coalesce(c.n_unchanged, 0) AS n_unchanged,
         c.final_unchanged
@@ -31,11 +31,11 @@ joined AS (
     LEFT JOIN compared c ON c.pair_idx = e.pair_idx
 )
 SELECT
-    model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+    {cols cell},
     count(*) AS n_examples,
     sum(n_compared)::BIGINT AS n_steps_compared,
     sum(n_unchanged)::DOUBLE / NULLIF(sum(n_compared), 0) AS share_steps_unchanged,
     avg(final_unchanged::DOUBLE) AS share_final_unchanged
 FROM joined
-GROUP BY model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag
-ORDER BY model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST, benchmark;
+GROUP BY {cols cell}
+ORDER BY {order setting}, benchmark;

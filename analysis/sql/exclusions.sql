@@ -1,7 +1,7 @@
 -- Rows kept out of every statistic, counted per cell and reason.
 -- kind 'error' (error_type set; its reason is the error type) or 'excluded' (excluded_reason set).
 SELECT
-    model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+    {cols cell},
     CASE WHEN is_error THEN 'error' ELSE 'excluded' END AS kind,
     CASE WHEN is_error THEN error_type ELSE excluded_reason END AS reason,
     count(*) AS n
@@ -9,5 +9,5 @@ FROM pair_rows
 WHERE NOT is_included
 GROUP BY ALL
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST, benchmark,
+    {order setting}, benchmark,
     kind, reason;

@@ -12,8 +12,7 @@ WITH dups AS (
 ),
 per_fingerprint AS (
     SELECT
-        model, benchmark, acceptance, tau, variant, verifier_mode,
-        t.settings_tag,
+        {cols name}, t.settings_tag,
         k.cell_fingerprint,
         t.kept,
         t.n_fingerprints,
@@ -26,7 +25,7 @@ per_fingerprint AS (
     GROUP BY ALL
 )
 SELECT
-    f.model, f.benchmark, f.acceptance, f.tau, f.variant, f.verifier_mode, f.settings_tag,
+    {cols cell f},
     f.cell_fingerprint, f.kept, f.n_fingerprints, f.n_rows,
     f.n_rows - coalesce(d.n_duplicates, 0) AS n_examples,
     coalesce(d.n_duplicates, 0) AS n_duplicates,
@@ -34,5 +33,5 @@ SELECT
 FROM per_fingerprint f
 LEFT JOIN dups d ON d.cell_fingerprint IS NOT DISTINCT FROM f.cell_fingerprint
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, benchmark,
+    {order name -benchmark}, benchmark,  -- a name's fingerprints together
     settings_tag NULLS FIRST, cell_fingerprint;

@@ -1,7 +1,7 @@
 -- Paper Figure 2's numbers: per model setting, the per-example residual speedups (forwards) of
 -- all its included requests pooled over benchmarks: count, median, mean, extremes, share below 1x.
 SELECT
-    model, acceptance, tau, variant, verifier_mode, settings_tag,
+    {cols setting},
     count(*) AS n,
     count(DISTINCT benchmark) AS n_benchmarks,
     quantile_cont(s_fwd, 0.5) AS median_speedup_forwards,
@@ -11,5 +11,5 @@ SELECT
     avg((s_fwd < 1)::DOUBLE) AS share_below_1x
 FROM pair_rows
 WHERE is_included AND s_fwd IS NOT NULL
-GROUP BY model, acceptance, tau, variant, verifier_mode, settings_tag
-ORDER BY model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST;
+GROUP BY {cols setting}
+ORDER BY {order setting};

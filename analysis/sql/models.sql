@@ -1,14 +1,10 @@
 -- Table 2 layout: per model setting, its benchmark rows, then the macro average (mean over
 -- benchmarks of each benchmark's statistic; a benchmark whose statistic is NULL is skipped),
 -- then the pooled row (the statistic over all included requests). Built on the `cells` table.
+-- The pair_macros placeholder: the macro row of each declared per-pair column (records.reported; analysis/sql_template.py).
 WITH macro AS (
     SELECT
-        model,
-        NULL::VARCHAR AS benchmark,
-        acceptance,
-        tau,
-        variant,
-        verifier_mode, settings_tag,
+        {cols setting}, NULL::VARCHAR AS benchmark,  -- UNION ALL BY NAME: the column order is the first side's
         'macro' AS scope,
         sum(n_total)::BIGINT AS n_total,
         sum(n_included)::BIGINT AS n_included,
@@ -23,9 +19,10 @@ WITH macro AS (
         avg(median_speedup_forwards) AS median_speedup_forwards,
         avg(mean_speedup_wall) AS mean_speedup_wall,
         avg(median_speedup_wall) AS median_speedup_wall
+        {pair_macros}
     FROM cells
     WHERE scope = 'benchmark'
-    GROUP BY model, acceptance, tau, variant, verifier_mode, settings_tag
+    GROUP BY {cols setting}
 ),
 unioned AS (
     SELECT * FROM cells
@@ -34,5 +31,5 @@ unioned AS (
 )
 SELECT * FROM unioned
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST,
+    {order setting},
     CASE scope WHEN 'benchmark' THEN 0 WHEN 'macro' THEN 1 ELSE 2 END, benchmark;

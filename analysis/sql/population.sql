@@ -11,7 +11,7 @@
 --   beats_base_share       share of pairs whose wait is below the base wait
 --   modelled_share         share of pairs with a step costed by the fitted cost model
 SELECT
-    model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+    {cols cell},
     preset, any_value(users) AS users, any_value(seed) AS seed, policy,
     count(*) AS n,
     quantile_cont(wait_s, 0.5) AS p50_wait_s,
@@ -23,7 +23,7 @@ SELECT
     avg(modelled::DOUBLE) AS modelled_share
 FROM population_examples
 WHERE wait_s IS NOT NULL
-GROUP BY model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag, preset, policy
+GROUP BY {cols cell}, preset, policy
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST,
+    {order setting},
     benchmark, preset, policy;

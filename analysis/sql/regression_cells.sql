@@ -9,7 +9,7 @@
 --   median_wall_speedup     median per-example base / residual wall clock
 --   median_base_wall_s      median base wall clock of the included requests
 SELECT
-    r.model, r.benchmark, r.acceptance, r.tau, r.verifier_mode, r.cell_fingerprint,
+    {cols name -variant r}, r.cell_fingerprint,  -- the nightly's cell: no variants
     count(*) FILTER (WHERE r.is_included) AS n,
     avg(r.q_base) AS base_quality,
     avg(r.q_stream) AS stream_quality,
@@ -18,5 +18,5 @@ SELECT
     quantile_cont(p.base_wall_s, 0.5) FILTER (WHERE r.is_included) AS median_base_wall_s
 FROM pair_rows r
 JOIN pairs p USING (cell_fingerprint, example_id)
-GROUP BY r.model, r.benchmark, r.acceptance, r.tau, r.verifier_mode, r.cell_fingerprint
+GROUP BY {cols name -variant r}, r.cell_fingerprint
 ORDER BY ALL;

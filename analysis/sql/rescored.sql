@@ -2,7 +2,7 @@
 -- grid, per cell and (scorer version at decoding → scorer version now): how many, how many changed
 -- quality on either side, and which examples changed (ids, in order).
 SELECT
-    model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+    {cols cell},
     coalesce(decode_scorer_version, 'unversioned') AS scorer_version_before,
     scorer_version,
     count(*) AS n_rescored,
@@ -16,5 +16,5 @@ FROM pairs
 WHERE rescore_id IS NOT NULL
 GROUP BY ALL
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST, benchmark,
+    {order setting}, benchmark,
     scorer_version_before, scorer_version;

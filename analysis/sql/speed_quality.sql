@@ -7,7 +7,7 @@
 --   mean_quality_delta  mean of stream_quality - base_quality
 WITH classed AS (
     SELECT
-        model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+        {cols cell},
         CASE WHEN s_fwd > 1 THEN 'faster' WHEN s_fwd < 1 THEN 'slower' ELSE 'same' END AS speed,
         CASE WHEN answer_changed THEN 'changed' ELSE 'unchanged' END AS answer,
         q_base, q_stream
@@ -16,7 +16,7 @@ WITH classed AS (
 ),
 counted AS (
     SELECT
-        model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag, speed, answer,
+        {cols cell}, speed, answer,
         CASE WHEN GROUPING(benchmark) = 1 THEN 'pooled' ELSE 'benchmark' END AS scope,
         count(*) AS n,
         count(*) FILTER (WHERE q_stream <> q_base) AS n_quality_changed,
@@ -25,17 +25,17 @@ counted AS (
         avg(q_stream - q_base) AS mean_quality_delta
     FROM classed
     GROUP BY GROUPING SETS (
-        (model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag, speed, answer),
-        (model, acceptance, tau, variant, verifier_mode, settings_tag, speed, answer)
+        ({cols cell}, speed, answer),
+        ({cols setting}, speed, answer)
     )
 )
 SELECT
     *,
     n::DOUBLE / sum(n) OVER (
-        PARTITION BY model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag, scope
+        PARTITION BY {cols cell}, scope
     ) AS share
 FROM counted
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST,
+    {order setting},
     CASE scope WHEN 'benchmark' THEN 0 ELSE 1 END, benchmark,
     CASE speed WHEN 'faster' THEN 0 WHEN 'same' THEN 1 ELSE 2 END, answer;

@@ -7,12 +7,12 @@
 --                              residual_forwards (or that have no final step): should be 0
 -- Reads step_examples (_steps.sql: the steps aggregated per included request, keyed by pair_idx).
 WITH joined AS (
-    SELECT p.model, p.benchmark, p.acceptance, p.tau, p.variant, p.verifier_mode, p.settings_tag, p.f_residual, e.*
+    SELECT {cols cell p}, p.f_residual, e.*
     FROM step_examples e
     JOIN pair_rows_done p ON p.rowid = e.pair_idx
 )
 SELECT
-    model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+    {cols cell},
     count(*) AS n_examples,
     sum(n_steps)::BIGINT AS n_steps,
     avg(n_steps) AS mean_steps,
@@ -21,6 +21,6 @@ SELECT
     sum(accepted_final)::DOUBLE / NULLIF(sum(draft_in_final), 0) AS accept_ratio_final,
     count(*) FILTER (WHERE final_forwards IS DISTINCT FROM f_residual) AS n_residual_mismatch
 FROM joined
-GROUP BY model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag
+GROUP BY {cols cell}
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST, benchmark;
+    {order setting}, benchmark;

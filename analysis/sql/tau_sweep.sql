@@ -1,7 +1,7 @@
 -- Quality against median speedup across acceptance settings (greedy, then each tau ascending),
 -- per benchmark and for the macro average (benchmark NULL). Built on the `models` table.
 SELECT
-    model, variant, verifier_mode, settings_tag, scope, benchmark, acceptance, tau,
+    {cols setting -acceptance -tau}, scope, benchmark, acceptance, tau,
     n_included,
     base_quality_pct,
     stream_quality_pct,
@@ -12,6 +12,6 @@ SELECT
 FROM models
 WHERE scope IN ('benchmark', 'macro')
 ORDER BY
-    model, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST,
+    {order setting -acceptance -tau},
     CASE scope WHEN 'benchmark' THEN 0 ELSE 1 END, benchmark,
     CASE acceptance WHEN 'greedy' THEN 0 ELSE 1 END, acceptance, tau NULLS FIRST;

@@ -7,7 +7,7 @@
 --   median_backlog_s  start of the last step − arrival of the last segment (work still queued)
 --   modelled_share    share of examples with at least one step costed by the fitted cost model
 SELECT
-    model, benchmark, acceptance, tau, variant, verifier_mode, settings_tag,
+    {cols cell},
     chars_per_s AS rate, policy, source,
     count(*) AS n,
     quantile_cont(wait_s, 0.5) AS median_wait_s,
@@ -21,6 +21,6 @@ FROM typing_examples
 WHERE wait_s IS NOT NULL
 GROUP BY ALL
 ORDER BY
-    model, acceptance, tau NULLS FIRST, variant NULLS FIRST, verifier_mode NULLS FIRST, settings_tag NULLS FIRST,
+    {order setting},
     benchmark,
     source, policy, rate;

@@ -29,6 +29,34 @@ SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
+class ReportColumn:
+    """A pairs field the report shows per cell, declared beside the field as its metadata::
+
+        residual_tokens_fed: int | None = field(default=None, metadata=reported(
+            "quantile_cont({col}, 0.5)", "median_residual_tokens_fed", "Tokens fed after final", "num"))
+
+    The analysis then carries it everywhere a Table 1 column goes (``analysis.sql_template``):
+    ``pair_rows`` gets the field (NULL unless the row is included), ``cells.sql`` its ``aggregate``
+    per cell and pooled row as ``name``, ``models.sql`` the mean of the benchmarks' values for the
+    macro row, and the report's Table 1 a column ``label`` formatted as ``kind`` (analysis.render)."""
+
+    aggregate: str  # DuckDB aggregate over ``{col}``, the field on the included rows
+    name: str  # the cells / models column it becomes
+    label: str  # the report's column heading
+    kind: str = "num"  # analysis.render's format: num, pct, x, share
+
+
+def reported(aggregate: str, name: str, label: str, kind: str = "num") -> dict[str, ReportColumn]:
+    """Field metadata declaring a reported per-pair column (``ReportColumn``)."""
+    return {"report": ReportColumn(aggregate, name, label, kind)}
+
+
+def report_columns(record_type: type) -> tuple[tuple[str, ReportColumn], ...]:
+    """(field name, declaration) of every field of ``record_type`` declared with ``reported``, in field order."""
+    return tuple((f.name, f.metadata["report"]) for f in dataclasses.fields(record_type) if "report" in f.metadata)
+
+
+@dataclass(frozen=True)
 class PairRecord:
     """One example of one cell: the base run and the stream run, side by side."""
 
