@@ -13,6 +13,7 @@ from jobs.shards import expand_cells, expand_shards
 from streamgen.config import ConfigError, CorrectionsConfig, grid_config, validate_corrections
 from streamgen.decoding.base import Generation, StepResult
 from streamgen.decoding.meter import MeterReading
+from streamgen.live import StepTiming
 from streamgen.requests.request import Edit, StreamRequest, edit_between
 from streamgen.requests.segment import code_block_spans
 from streamgen.stream import PairOutcome
@@ -151,3 +152,14 @@ def test_step_rows_record_what_changed() -> None:
     assert {(r.first_change_char, r.chars_deleted, r.chars_inserted, r.correction_keys) for r in plain} == {
         (None, None, None, None)}
     assert [r.arrived_text for r in plain] == ["Wrote ", "it ", "now."]
+
+
+def test_a_live_row_after_skipped_steps_counts_their_edits_and_keys() -> None:
+    """A live run drafts steps 1 and 3: step 3's row compares with step 1's text and sums steps 2..3's keys."""
+    req = StreamRequest("ex", (), ("Wrote ", "it ", "now."), states=("Wrxte ", "Wrote it ", "Wrote it now."),
+                        correction_keys=(0, 6, 2))
+    timing = (StepTiming(1, 0.5, 0.5), StepTiming(3, 1.5, 1.6))
+    rows = step_rows(PairOutcome(_step().answer, (_step(), _step()), "base_first", req, timing=timing),
+                     row_context())
+    assert [(r.step, r.first_change_char, r.chars_deleted, r.chars_inserted, r.correction_keys) for r in rows] == [
+        (1, 0, 0, 6, 0), (3, 2, 4, 11, 6 + 2)]
