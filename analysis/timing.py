@@ -88,7 +88,8 @@ def example_offsets(inputs: pa.Table) -> np.ndarray:
 def step_facts(steps: Sequence[dict], typist: TypingModel) -> list[StepFacts]:
     return [StepFacts(typist.arrival(PrefixCounts(s["prefix_chars"], s["pasted_chars"], s["sentence_ends"])),
                       s["wall_s"], s["forwards"], s["tokens_fed"], s["draft_tokens_in"], s["accepted_tokens"],
-                      s["generated_tokens"], s.get("request_tokens"), s.get("cached_tokens")) for s in steps]
+                      s["generated_tokens"], s.get("request_tokens"), s.get("cached_tokens"),
+                      s.get("chars_deleted")) for s in steps]
 
 
 def _row(first: dict, rate: float, policy: str, source: str, **values: Any) -> dict:
@@ -120,7 +121,8 @@ def step_columns(inputs: pa.Table, offsets: np.ndarray) -> StepColumns:
         draft_tokens_in=_int(inputs, "draft_tokens_in"), accepted_tokens=_int(inputs, "accepted_tokens"),
         generated_tokens=_int(inputs, "generated_tokens"), cached_tokens=_int(inputs, "cached_tokens", -1),
         prefix_chars=_int(inputs, "prefix_chars"), pasted_chars=_int(inputs, "pasted_chars"),
-        sentence_ends=_int(inputs, "sentence_ends"))
+        sentence_ends=_int(inputs, "sentence_ends"),
+        chars_deleted=_int(inputs, "chars_deleted") if "chars_deleted" in inputs.column_names else None)
 
 
 def typing_examples(inputs: pa.Table, cfg: TypingConfig) -> tuple[pa.Table, dict]:

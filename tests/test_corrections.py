@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from analysis.population import paragraph_ends
 from jobs.rows import step_rows
 from jobs.shards import expand_cells, expand_shards
 from streamgen.config import ConfigError, CorrectionsConfig, grid_config, validate_corrections
@@ -18,6 +19,7 @@ from streamgen.requests.request import Edit, StreamRequest, edit_between
 from streamgen.requests.segment import code_block_spans
 from streamgen.stream import PairOutcome
 from streamgen.timing.corrections import state_at, typed_states, typos, with_corrections
+from streamgen.timing.timeline import paragraph_ends as text_paragraph_ends
 from tests.row_support import row_context
 from tests.test_shards import BENCHES, IDS, MODELS, _grid
 
@@ -163,3 +165,12 @@ def test_a_live_row_after_skipped_steps_counts_their_edits_and_keys() -> None:
                      row_context())
     assert [(r.step, r.first_change_char, r.chars_deleted, r.chars_inserted, r.correction_keys) for r in rows] == [
         (1, 0, 0, 6, 0), (3, 2, 4, 11, 6 + 2)]
+
+
+def test_the_population_rebuilds_paragraphs_edit_by_edit() -> None:
+    """Corrections rows: the request is rebuilt from each step's first change and inserted text (joining the
+    arrived texts would count the re-sent characters twice and shift every later paragraph break)."""
+    final = "One.\n\nTwo.\n\nThree."
+    arrived, first_change = ["One. Two xxxxx", "\n\nTwo.\n\nThree."], [0, 4]  # step 2 rewrites from character 4
+    assert paragraph_ends([14, len(final)], arrived, first_change) == text_paragraph_ends(final, [14, len(final)])
+    assert paragraph_ends([14, len(final)], arrived) != text_paragraph_ends(final, [14, len(final)])  # the path
