@@ -61,8 +61,9 @@ def example_counts(steps: StepColumns, e: int, arrived: Sequence[str | None],
     chars = [int(steps.prefix_chars[i]) for i in rows]
     paragraphs = paragraph_ends(chars, [arrived[i] for i in rows],
                                 None if first_change is None else [first_change[i] for i in rows])
-    return [PrefixCounts(c, int(steps.pasted_chars[i]), int(steps.sentence_ends[i]), p)
-            for c, i, p in zip(chars, rows, paragraphs, strict=True)]
+    keys = [0] * len(chars) if steps.correction_keys is None else [int(steps.correction_keys[i]) for i in rows]
+    return [PrefixCounts(c + k, int(steps.pasted_chars[i]), int(steps.sentence_ends[i]), p)  # keys are typed too
+            for c, k, i, p in zip(chars, keys, rows, paragraphs, strict=True)]
 
 
 def population_examples(inputs: pa.Table, cfg: TypingConfig) -> pa.Table:

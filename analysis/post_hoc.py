@@ -43,6 +43,7 @@ class StepColumns:
     pasted_chars: np.ndarray
     sentence_ends: np.ndarray
     chars_deleted: np.ndarray | None = None  # > 0: the step rewrote earlier text (corrections); None: none did
+    correction_keys: np.ndarray | None = None  # keystrokes spent on corrections up to each step, cumulative
 
     @property
     def lengths(self) -> np.ndarray:
@@ -63,8 +64,11 @@ class LaneOutcome:
 
 
 def arrivals_at(steps: StepColumns, rate: float, sentence_pause_s: float, paste_code: bool) -> np.ndarray:
-    """Each step's arrival under one typing model (:meth:`streamgen.timing.timeline.TypingModel.arrival`)."""
+    """Each step's arrival under one typing model (:meth:`streamgen.timing.timeline.TypingModel.arrival`); a
+    correction's keystrokes (backspaces and retyped characters) take typing time like any other."""
     typed = steps.prefix_chars - (steps.pasted_chars if paste_code else 0)
+    if steps.correction_keys is not None:
+        typed = typed + steps.correction_keys
     return typed / rate + sentence_pause_s * steps.sentence_ends
 
 

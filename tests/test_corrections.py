@@ -6,9 +6,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from analysis.population import paragraph_ends
+from analysis.post_hoc import arrivals_at
+from analysis.timing import step_columns, step_facts
 from jobs.rows import step_rows
 from jobs.shards import expand_cells, expand_shards
 from streamgen.config import ConfigError, CorrectionsConfig, grid_config, validate_corrections
@@ -19,6 +23,7 @@ from streamgen.requests.request import Edit, StreamRequest, edit_between
 from streamgen.requests.segment import code_block_spans
 from streamgen.stream import PairOutcome
 from streamgen.timing.corrections import state_at, typed_states, typos, with_corrections
+from streamgen.timing.timeline import TypingModel
 from streamgen.timing.timeline import paragraph_ends as text_paragraph_ends
 from tests.row_support import row_context
 from tests.test_shards import BENCHES, IDS, MODELS, _grid
@@ -174,3 +179,18 @@ def test_the_population_rebuilds_paragraphs_edit_by_edit() -> None:
     arrived, first_change = ["One. Two xxxxx", "\n\nTwo.\n\nThree."], [0, 4]  # step 2 rewrites from character 4
     assert paragraph_ends([14, len(final)], arrived, first_change) == text_paragraph_ends(final, [14, len(final)])
     assert paragraph_ends([14, len(final)], arrived) != text_paragraph_ends(final, [14, len(final)])  # the path
+
+
+def test_correction_keystrokes_delay_the_arrivals() -> None:
+    """Post hoc, a correction's backspaces and retyped characters take typing time: step i arrives at
+    (prefix chars + correction keys so far) / rate, in the per-example facts and the array columns alike."""
+    rows = [{"prefix_chars": c, "pasted_chars": 0, "sentence_ends": 0, "wall_s": 0.5, "forwards": 1, "tokens_fed": 3,
+             "draft_tokens_in": 0, "accepted_tokens": 0, "generated_tokens": 1, "correction_keys": k,
+             "cached_tokens": 0, "request_tokens": 3, "chars_deleted": 0}
+            for c, k in ((8, 0), (16, 6), (24, 2))]
+    facts = step_facts(rows, TypingModel(2.0))
+    assert [f.arrival_s for f in facts] == [8 / 2, (16 + 6) / 2, (24 + 6 + 2) / 2]
+    table = pa.Table.from_pylist([{**r, "generated_tokens": 1} for r in rows * 2])  # two examples of 3 steps
+    cols = step_columns(table, np.array([0, 3, 6]))
+    assert cols.correction_keys is not None and cols.correction_keys.tolist() == [0, 6, 8, 0, 6, 8]
+    assert arrivals_at(cols, 2.0, 0.0, True).tolist() == [f.arrival_s for f in facts] * 2

@@ -54,7 +54,8 @@ def example(draw: Any, model: str, index: int, live: bool) -> list[dict]:
             "forwards": forwards, "tokens_fed": tokens_fed, "draft_tokens_in": draft, "accepted_tokens": accepted,
             "generated_tokens": generated, "arrival_s": chars / 8.0, "start_s": chars / 8.0 + 0.5 * step,
             "request_tokens": request if cached_recorded else None, "cached_tokens": cached, "live_every_k": None,
-            "chars_deleted": draw(st.sampled_from([0, 0, 2])) if corrected and step > 1 else (0 if corrected else None)})
+            "chars_deleted": draw(st.sampled_from([0, 0, 2])) if corrected and step > 1 else (0 if corrected else None),
+            "correction_keys": draw(st.sampled_from([0, 0, 4, 8])) if corrected else None})
         draft = max(0, accepted + generated - draw(st.sampled_from([0, 0, 0, 1, 3])))  # a cut draft, at times
     for r in rows[1:]:
         r["base_wall_s"] = rows[0]["base_wall_s"]
