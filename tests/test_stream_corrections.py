@@ -15,14 +15,19 @@ on the rendered request's byte length) each step's answer is the base answer of 
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 import pytest
 
 from streamgen.acceptance_rules import Greedy
 from streamgen.config import model_config
+from streamgen.live import LiveSettings, run_stream_live
 from streamgen.models.registry import load_decoder
 from streamgen.models.scripted import SCRIPTS
 from streamgen.requests.request import StreamRequest, common_prefix_length
 from streamgen.stream import run_stream
+from streamgen.timing.policies import Policy
+from streamgen.timing.timeline import TypingModel
 
 BUDGET = 16
 SEGMENTS = ("Write a function that adds two numbers. ", "It should handle floats. ", "Use type hints.")
@@ -128,3 +133,16 @@ def test_every_family_verifies_against_the_edited_request(family: str) -> None:
     for i, step in enumerate(steps, start=1):
         assert step.answer.token_ids == d.generate(REWRITE.messages(i)).token_ids
     assert steps[0].answer.token_ids != d.generate(PLAIN.messages(1)).token_ids  # the path: states were sent
+
+
+def test_a_live_run_types_the_correction_keystrokes() -> None:
+    """Live, step i arrives at (prefix chars + correction keys so far) / rate — as the post-hoc arrivals —
+    and each step sends its state (the scripted constant model keeps every draft whole)."""
+    d = decoder("ar", "constant")
+    now = [0.0]
+    live = LiveSettings(Policy("every"), TypingModel(10.0))
+    run = run_stream_live(d, BEFORE, Greedy(), live, clock=lambda: now[0],
+                          sleep=lambda s: now.__setitem__(0, now[0] + s))
+    keys = list(accumulate(BEFORE.correction_keys or ()))
+    assert [t.arrival_s for t in run.timing] == [(len(BEFORE.prefix(i)) + keys[i - 1]) / 10.0 for i in (1, 2, 3)]
+    assert [s.accepted_tokens for s in run.steps[1:]] == [SCRIPTS["constant"].length + 1] * 2
