@@ -40,20 +40,30 @@ _TYPES = {"tau": pa.float64(), "users": pa.int64(), "seed": pa.int64(), "user": 
 SCHEMA = pa.schema([(c, _TYPES.get(c, pa.string())) for c in COLUMNS])
 
 
-def paragraph_ends(prefix_chars: Sequence[int], arrived: Sequence[str | None]) -> list[int]:
-    """Paragraph breaks strictly inside each prefix, from the steps' arrived text (all 0 when any is missing)."""
+def paragraph_ends(prefix_chars: Sequence[int], arrived: Sequence[str | None],
+                   first_change: Sequence[int | None] | None = None) -> list[int]:
+    """Paragraph breaks strictly inside each prefix, from the steps' arrived text (all 0 when any is missing).
+
+    Corrections rows (``first_change`` recorded): each step's text is the last one's up to its first changed
+    character plus what it inserted, so the request is rebuilt edit by edit, not by concatenation."""
     if any(a is None for a in arrived):
         return [0] * len(prefix_chars)
-    return text_paragraph_ends("".join(a for a in arrived if a is not None), prefix_chars)
+    text = ""
+    for a, cut in zip(arrived, first_change or [None] * len(arrived), strict=True):
+        text = (text if cut is None else text[:cut]) + str(a)
+    return text_paragraph_ends(text, prefix_chars)
 
 
-def example_counts(steps: StepColumns, e: int, arrived: Sequence[str | None]) -> list[PrefixCounts]:
+def example_counts(steps: StepColumns, e: int, arrived: Sequence[str | None],
+                   first_change: Sequence[int | None] | None = None) -> list[PrefixCounts]:
     """:class:`PrefixCounts` of example ``e``'s steps, from its recorded columns."""
     rows = range(steps.offsets[e], steps.offsets[e + 1])
     chars = [int(steps.prefix_chars[i]) for i in rows]
-    paragraphs = paragraph_ends(chars, [arrived[i] for i in rows])
-    return [PrefixCounts(c, int(steps.pasted_chars[i]), int(steps.sentence_ends[i]), p)
-            for c, i, p in zip(chars, rows, paragraphs, strict=True)]
+    paragraphs = paragraph_ends(chars, [arrived[i] for i in rows],
+                                None if first_change is None else [first_change[i] for i in rows])
+    keys = [0] * len(chars) if steps.correction_keys is None else [int(steps.correction_keys[i]) for i in rows]
+    return [PrefixCounts(c + k, int(steps.pasted_chars[i]), int(steps.sentence_ends[i]), p)  # keys are typed too
+            for c, k, i, p in zip(chars, keys, rows, paragraphs, strict=True)]
 
 
 def population_examples(inputs: pa.Table, cfg: TypingConfig) -> pa.Table:
@@ -72,7 +82,9 @@ def population_examples(inputs: pa.Table, cfg: TypingConfig) -> pa.Table:
     a_ex = np.array([f.a_s if f else np.nan for f in fitted])
     b_ex = np.array([f.b_s if f else np.nan for f in fitted])
     arrived = inputs.column("arrived_text").to_pylist()
-    counts = {int(e): example_counts(steps, int(e), arrived) for e in replayed}
+    first_change = (inputs.column("first_change_char").to_pylist() if "first_change_char" in inputs.column_names
+                    else None)
+    counts = {int(e): example_counts(steps, int(e), arrived, first_change) for e in replayed}
     ids = firsts.column("example_id").to_pylist()
     parts = []
     for name in cfg.populations:

@@ -42,6 +42,8 @@ class StepColumns:
     prefix_chars: np.ndarray
     pasted_chars: np.ndarray
     sentence_ends: np.ndarray
+    chars_deleted: np.ndarray | None = None  # > 0: the step rewrote earlier text (corrections); None: none did
+    correction_keys: np.ndarray | None = None  # keystrokes spent on corrections up to each step, cumulative
 
     @property
     def lengths(self) -> np.ndarray:
@@ -62,9 +64,28 @@ class LaneOutcome:
 
 
 def arrivals_at(steps: StepColumns, rate: float, sentence_pause_s: float, paste_code: bool) -> np.ndarray:
-    """Each step's arrival under one typing model (:meth:`streamgen.timing.timeline.TypingModel.arrival`)."""
+    """Each step's arrival under one typing model (:meth:`streamgen.timing.timeline.TypingModel.arrival`); a
+    correction's keystrokes (backspaces and retyped characters) take typing time like any other."""
     typed = steps.prefix_chars - (steps.pasted_chars if paste_code else 0)
+    if steps.correction_keys is not None:
+        typed = typed + steps.correction_keys
     return typed / rate + sentence_pause_s * steps.sentence_ends
+
+
+def _kept_after_rewrites(steps: StepColumns, after: np.ndarray, step_at: np.ndarray, cached_after: np.ndarray,
+                         exact: np.ndarray) -> np.ndarray:
+    """``skipped_request_tokens``'s corrections rule over arrays: where a step in ``after..step_at`` (flat,
+    inclusive) deleted text and every one recorded its cached tokens, the fewest of them; else ``cached_after``."""
+    if steps.chars_deleted is None or not (steps.chars_deleted > 0).any():
+        return cached_after
+    least, rewrote, recorded = cached_after.copy(), np.zeros(len(after), bool), exact.copy()
+    for d in range(int((step_at - after).max(initial=0)) + 1):
+        idx = np.minimum(after + d, step_at)
+        inside = after + d <= step_at
+        least = np.where(inside, np.minimum(least, steps.cached_tokens[idx]), least)
+        rewrote |= inside & (steps.chars_deleted[idx] > 0)
+        recorded &= ~inside | (steps.cached_tokens[idx] != _NULL)
+    return np.where(rewrote & recorded, least, cached_after)
 
 
 def post_hoc_lanes(steps: StepColumns, arrivals: np.ndarray, lane_example: np.ndarray, policy: Policy,
@@ -138,6 +159,7 @@ def post_hoc_lanes(steps: StepColumns, arrivals: np.ndarray, lane_example: np.nd
         after = first_step[live] + last_done  # step last + 1
         cached_here, cached_after = steps.cached_tokens[step_at], steps.cached_tokens[after]
         exact = (cached_here != _NULL) & (cached_after != _NULL)
+        cached_after = _kept_after_rewrites(steps, after, step_at, cached_after, exact)
         extra = np.where(chosen == last_done + 1, 0,
                          np.where(exact, cached_here - cached_after, prefix_cum[step_at] - prefix_cum[after]))
         rec_accepted, rec_generated = steps.accepted_tokens[step_at], steps.generated_tokens[step_at]

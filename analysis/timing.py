@@ -12,6 +12,7 @@ table. Definitions: docs/timing.md.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -85,10 +86,17 @@ def example_offsets(inputs: pa.Table) -> np.ndarray:
     return np.append(starts, inputs.num_rows).astype(np.int64)
 
 
+def typed_keys(steps: Sequence[dict]) -> list[int]:
+    """One example's keystrokes spent on corrections up to each step (0 where not recorded)."""
+    return list(itertools.accumulate(int(s.get("correction_keys") or 0) for s in steps))
+
+
 def step_facts(steps: Sequence[dict], typist: TypingModel) -> list[StepFacts]:
-    return [StepFacts(typist.arrival(PrefixCounts(s["prefix_chars"], s["pasted_chars"], s["sentence_ends"])),
+    """An example's steps as :class:`StepFacts`; a correction's keystrokes count as typed characters."""
+    return [StepFacts(typist.arrival(PrefixCounts(s["prefix_chars"] + keys, s["pasted_chars"], s["sentence_ends"])),
                       s["wall_s"], s["forwards"], s["tokens_fed"], s["draft_tokens_in"], s["accepted_tokens"],
-                      s["generated_tokens"], s.get("request_tokens"), s.get("cached_tokens")) for s in steps]
+                      s["generated_tokens"], s.get("request_tokens"), s.get("cached_tokens"),
+                      s.get("chars_deleted")) for s, keys in zip(steps, typed_keys(steps), strict=True)]
 
 
 def _row(first: dict, rate: float, policy: str, source: str, **values: Any) -> dict:
@@ -120,7 +128,17 @@ def step_columns(inputs: pa.Table, offsets: np.ndarray) -> StepColumns:
         draft_tokens_in=_int(inputs, "draft_tokens_in"), accepted_tokens=_int(inputs, "accepted_tokens"),
         generated_tokens=_int(inputs, "generated_tokens"), cached_tokens=_int(inputs, "cached_tokens", -1),
         prefix_chars=_int(inputs, "prefix_chars"), pasted_chars=_int(inputs, "pasted_chars"),
-        sentence_ends=_int(inputs, "sentence_ends"))
+        sentence_ends=_int(inputs, "sentence_ends"),
+        chars_deleted=_int(inputs, "chars_deleted") if "chars_deleted" in inputs.column_names else None,
+        correction_keys=_cumulative(_int(inputs, "correction_keys"), offsets)
+        if "correction_keys" in inputs.column_names else None)
+
+
+def _cumulative(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per example (``offsets``), the running sum of ``values`` through each step."""
+    total = np.cumsum(values)
+    before = np.concatenate([[0], total])[offsets[:-1]]  # the sum before each example's first step
+    return total - np.repeat(before, np.diff(offsets))
 
 
 def typing_examples(inputs: pa.Table, cfg: TypingConfig) -> tuple[pa.Table, dict]:

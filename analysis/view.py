@@ -50,7 +50,7 @@ DERIVED_COLUMNS = ("kept", "answer_changed", "s_fwd", "s_wall")  # from pair_row
 STEP_COLUMNS = (
     "step", "is_final", "prefix_chars", "arrived_text", "draft_tokens_in", "accepted_tokens",
     "draft_kept_text", "draft_thrown_text", "generated_tokens", "forwards", "tokens_fed", "wall_s",
-    "verify_median_prob",
+    "verify_median_prob", "first_change_char", "chars_deleted",
 )
 
 _PAIRS_SQL = f"""

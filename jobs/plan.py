@@ -80,14 +80,16 @@ class GridPlan:
         """The shard ready to run: each example with its request (system prompts composed), run order,
         segment count and up-front exclusion. Built once; the actor and the CPU worker both take it."""
         from streamgen.stream import StreamRequest
+        from streamgen.timing.corrections import with_corrections
 
         bench, items = shard.cell.benchmark.name, []
         for example_id, base_first in zip(shard.example_ids, shard.base_first, strict=True):
             ex, segs, reason = (self.examples[bench][example_id], self.segments[(bench, example_id)],
                                 self.excluded[(bench, example_id)])
-            request = None if reason else StreamRequest(
+            request = None if reason else with_corrections(StreamRequest(
                 example_id=example_id, history=tuple(ex.history), segments=segs,
-                system_prompt=effective_system_prompt(shard.cell.model.system_prompt, ex.system_prompt))
+                system_prompt=effective_system_prompt(shard.cell.model.system_prompt, ex.system_prompt)),
+                shard.cell.corrections)
             items.append(ExampleTask(ex, request, base_first, len(segs), reason))
         return ShardTask(shard, run_id, code_version, tuple(items))
 

@@ -32,7 +32,7 @@ from streamgen.diagnostics.divergence import divergence
 from streamgen.exclusions import empty_answer_reason
 from streamgen.results.cells import Cell, settings_json, stable_hash
 from streamgen.results.records import SCHEMA_VERSION, PairRecord, StepRecord
-from streamgen.stream import PairOutcome
+from streamgen.stream import PairOutcome, StreamRequest
 from streamgen.timing.timeline import prefix_counts
 
 __all__ = ["SHARD_FAILED", "RowContext", "Rows", "ShardRows", "error_rows", "excluded_rows",
@@ -157,11 +157,21 @@ def step_rows(outcome: PairOutcome, ctx: RowContext) -> list[StepRecord]:
         "draft_fingerprint": draft_fingerprint(st.answer.token_ids),
         "pasted_chars": counts[i - 1].pasted_chars, "sentence_ends": counts[i - 1].sentence_ends,
         "arrival_s": live[i].arrival_s if live else None, "start_s": live[i].start_s if live else None,
-        "arrived_text": req.prefix(i)[len(req.prefix(before)):],
+        "arrived_text": req.state(i)[req.edit(i, before).first_change_char:],
+        **_edit_columns(req, before, i),
         "draft_kept_text": d.kept if d else None, "draft_thrown_text": d.thrown if d else None,
         "request_tokens": _int_or_none(st.extra.get("request_tokens")),
         "cached_tokens": _int_or_none(st.extra.get("cached_prefix_tokens")),
     }) for before, i, st, d in zip([0, *run[:-1]], run, outcome.steps, drafts, strict=True)]
+
+
+def _edit_columns(req: StreamRequest, before: int, i: int) -> dict[str, int | None]:
+    """The step row's edit columns: what changed since step ``before`` (null without corrections)."""
+    if req.states is None or req.correction_keys is None:
+        return {"first_change_char": None, "chars_deleted": None, "chars_inserted": None, "correction_keys": None}
+    edit = req.edit(i, before)
+    return {"first_change_char": edit.first_change_char, "chars_deleted": edit.chars_deleted,
+            "chars_inserted": edit.chars_inserted, "correction_keys": sum(req.correction_keys[before:i])}
 
 
 def excluded_rows(ctx: RowContext, example_id: str, n_segments: int, reason: str) -> Rows:

@@ -59,6 +59,7 @@ def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
     cells: list[Cell] = []
     segmentation = grid.granularity if grid.granularity != "chars" else f"chars:{grid.segment_chars}"
     live = grid.typing if grid.typing.live_policy is not None else None
+    corrections = grid.corrections if grid.corrections.enabled else None
     for m in grid.models:
         model = models[m]
         modes: list[str | None] = list(grid.verifier_modes) if model.family in VERIFIER_MODE_FAMILIES else [None]
@@ -67,7 +68,8 @@ def expand_cells(grid: GridConfig, models: Mapping[str, ModelConfig],
             max_new = grid.max_new_tokens if grid.max_new_tokens is not None else bench.max_new_tokens
             for rule in rules:
                 numerics = numerics_settings(column_param(rule, "tie_guard"))
-                cells.extend(Cell(model, bench, rule, mode, int(max_new), grid.limit, segmentation, live, numerics)
+                cells.extend(Cell(model, bench, rule, mode, int(max_new), grid.limit, segmentation, live, numerics,
+                                  corrections)
                              for mode in modes)
     return cells
 

@@ -186,6 +186,24 @@ class TypingConfig:
 
 
 @dataclass(frozen=True)
+class CorrectionsConfig:
+    """Typos and their corrections while typing (``streamgen.timing.corrections``; docs/typists.md).
+
+    Each character of the request is mistyped with probability ``typo_rate`` (a wrong character in its
+    place); the typist notices after typing ``correction_delay_chars`` more characters, backspaces to
+    it and retypes. Steps in between send the text with the typo, so a state need not extend the last.
+    ``typo_rate: 0`` (the default) is off: the states are the prefixes, and no cell id changes."""
+
+    typo_rate: float = 0.0  # per typed character, in [0, 1)
+    correction_delay_chars: int = 3  # characters typed after a typo before it is corrected (≥ 1)
+    seed: int = 0  # with the example id, seeds where the typos fall
+
+    @property
+    def enabled(self) -> bool:
+        return self.typo_rate > 0
+
+
+@dataclass(frozen=True)
 class GridConfig:
     """A grid of (model × benchmark × acceptance/τ × example) cells (``configs/grid/<name>.yaml``)."""
 
@@ -230,6 +248,9 @@ class GridConfig:
     granularity: str = "sentence"  # arrival unit: sentence | word | chars (segment_chars each)
     segment_chars: int = 40
     typing: TypingConfig = field(default_factory=TypingConfig)
+    # Typos corrected after a delay: intermediate states that are not prefixes (off at typo_rate 0; only
+    # then out of every cell id and fingerprint)
+    corrections: CorrectionsConfig = field(default_factory=CorrectionsConfig)
     # Model actors show the libraries' loading progress bars (transformers' "Loading weights", the GGUF
     # conversion, huggingface_hub); off: the console shows the grid's own progress and the summary
     verbose: bool = False
@@ -470,6 +491,7 @@ def validate_grid(grid: GridConfig) -> list[str]:
             p.append(f"verifier_modes has {mode!r}: use visible and/or hidden")
     p.extend(validate_granularity(grid.granularity, grid.segment_chars))
     p.extend(validate_typing(grid.typing, live=True))
+    p.extend(validate_corrections(grid.corrections))
     if grid.cluster not in available("cluster"):
         p.append(f"cluster={grid.cluster!r} unknown: known are {', '.join(available('cluster'))}")
     p.extend(config_checks.value_problems(
@@ -578,6 +600,20 @@ def validate_granularity(granularity: str, segment_chars: int) -> list[str]:
         p.append(f"granularity={granularity!r} is not one of {GRANULARITIES}")
     if segment_chars < 1:
         p.append(f"segment_chars={segment_chars} must be ≥ 1 (characters per segment for granularity=chars)")
+    return p
+
+
+def validate_corrections(cfg: CorrectionsConfig) -> list[str]:
+    """Problems with a corrections block, each naming the fix."""
+    p: list[str] = []
+    if not (isinstance(cfg.typo_rate, (int, float)) and math.isfinite(cfg.typo_rate) and 0 <= cfg.typo_rate < 1):
+        p.append(f"corrections.typo_rate={cfg.typo_rate} must be in [0, 1) (typos per typed character; 0 turns "
+                 "corrections off), e.g. corrections.typo_rate=0.02")
+    if cfg.correction_delay_chars < 1:
+        p.append(f"corrections.correction_delay_chars={cfg.correction_delay_chars} must be ≥ 1 (characters typed "
+                 "after a typo before the typist corrects it), e.g. corrections.correction_delay_chars=3")
+    if cfg.seed < 0:
+        p.append(f"corrections.seed={cfg.seed} must be ≥ 0")
     return p
 
 

@@ -10,6 +10,7 @@ post-hoc figures exactly.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -68,6 +69,9 @@ def run_stream_live(decoder: Decoder, request: StreamRequest, rule: AcceptanceRu
                     sleep: Callable[[float], None] = time.sleep) -> LiveStream:
     """Type ``request`` on ``clock``; draft the prefixes ``live.policy`` picks; each verifies the last draft."""
     arrivals = arrival_times(request.segments, live.typing)
+    if request.correction_keys:  # a correction's backspaces and retyped characters take typing time (as post hoc)
+        arrivals = tuple(a + keys / live.typing.chars_per_s
+                         for a, keys in zip(arrivals, itertools.accumulate(request.correction_keys), strict=True))
     n = len(arrivals)
     session = decoder.open_stream()
     steps: list[StepResult] = []

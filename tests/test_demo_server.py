@@ -142,6 +142,30 @@ def test_a_submit_that_adds_no_segment_still_runs_the_final_step(decoder, policy
     assert fin["residual_forwards"] == final["forwards"] == max(1, final["generated_tokens"])
 
 
+def test_an_edit_inside_drafted_text_redrafts_from_it_and_the_answer_is_the_base_answer(decoder, base_tokens):
+    """Any edit anywhere (docs/typists.md, 'Corrections'): typed with a typo in sentence 1, both completed
+    sentences drafted; then the typo is fixed. The session drops the segments from the edited one on and
+    drafts again from prefix 1; the session's cache is kept only up to the typo, and the answer is the base
+    answer of the corrected request (greedy is lossless)."""
+    segs = segment(REQUEST)
+    typo = REQUEST.replace("function", "functoin")
+    with client_for(decoder, policy="every") as client:
+        sid = open_session(client)
+        client.post(f"/api/sessions/{sid}/text", json={"text": "".join(segment(typo)[:2]) + "Ret"})
+        wait_for(lambda: (s := state(client, sid)["steps"]) and s[-1]["step"] == 2, what="typo prefix 2 drafted")
+        res = client.post(f"/api/sessions/{sid}/text", json={"text": "".join(segs[:3]) + "Th"})
+        assert res.status_code == 200 and res.json()["segments"] == 3
+        wait_for(lambda: len(state(client, sid)["steps"]) == 5, what="the corrected prefixes drafted")
+        done = submit_and_wait(client, sid, REQUEST)
+    steps = done["steps"]
+    assert [s["step"] for s in steps] == [1, 2, 1, 2, 3, 4]  # from the edited segment on, drafted again
+    redraft = steps[2]  # prefix 1 corrected: its request re-fed from the typo, with the held draft
+    assert redraft["draft_in_id"] == steps[1]["answer_id"]
+    full = len(decoder.render(user(segs[0])))
+    assert redraft["tokens_fed"] < full + redraft["draft_tokens_in"] + redraft["generated_tokens"]  # some reuse
+    assert tuple(done["finished"]["answer_tokens"]) == base_tokens[REQUEST]
+
+
 def test_a_submit_right_after_an_update_with_nothing_new_ends_done(decoder):
     """The race of the page's own submit: an update completes prefix 2 and the submit of the same two
     segments follows at once, while prefix 2 may still be drafting; the session must still end done."""

@@ -29,6 +29,7 @@ def example(draw: Any, model: str, index: int, live: bool) -> list[dict]:
     n = draw(st.integers(1, 7))
     rows, chars, pasted, ends, draft = [], 0, 0, 0, 0
     cached_recorded = draw(st.booleans())
+    corrected = cached_recorded and draw(st.booleans())  # corrections rows: some steps rewrote earlier text
     for step in range(1, n + 1):
         seg = draw(st.sampled_from([0, 8, 8, 16, 32]))  # 0: arrives with the previous one
         paste = draw(st.integers(0, seg)) if draw(st.booleans()) else 0
@@ -50,7 +51,9 @@ def example(draw: Any, model: str, index: int, live: bool) -> list[dict]:
             "wall_s": draw(st.sampled_from([0.25, 0.5, 1.0, 2.0, 0.75])),
             "forwards": forwards, "tokens_fed": tokens_fed, "draft_tokens_in": draft, "accepted_tokens": accepted,
             "generated_tokens": generated, "arrival_s": chars / 8.0, "start_s": chars / 8.0 + 0.5 * step,
-            "request_tokens": request if cached_recorded else None, "cached_tokens": cached, "live_every_k": None})
+            "request_tokens": request if cached_recorded else None, "cached_tokens": cached, "live_every_k": None,
+            "chars_deleted": draw(st.sampled_from([0, 0, 2])) if corrected and step > 1 else (0 if corrected else None),
+            "correction_keys": draw(st.sampled_from([0, 0, 4, 8])) if corrected else None})
         draft = max(0, accepted + generated - draw(st.sampled_from([0, 0, 0, 1, 3])))  # a cut draft, at times
     for r in rows[1:]:
         r["base_wall_s"] = rows[0]["base_wall_s"]
@@ -76,7 +79,8 @@ CONFIGS = [
 ]
 
 
-def _record(reference: list[dict], paths: Counter[str]) -> None:
+def _record(reference: list[dict], rows: list[dict], paths: Counter[str]) -> None:
+    corrected = {(r["model"], r["example_id"]) for r in rows if r["chars_deleted"]}
     for r in reference:
         paths["rows"] += 1
         paths["missing (no cost model)"] += r["wait_s"] is None
@@ -84,6 +88,7 @@ def _record(reference: list[dict], paths: Counter[str]) -> None:
         paths["modelled"] += bool(r["modelled"])
         paths["keeps up"] += bool(r["keeps_up"])
         paths["live"] += r["source"] == "live"
+        paths["corrected skip"] += bool(r["skipped"]) and (r["model"], r["example_id"]) in corrected
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=["four-policies", "pauses-no-paste"])
@@ -103,12 +108,12 @@ def test_array_evaluation_equals_the_per_example_reference(cfg: TypingConfig) ->
         reference = [r for r in reference if r["source"] != "live"] + live
         for mine, theirs in zip(got, reference, strict=True):
             assert mine == theirs, f"\narrays:    {mine}\nreference: {theirs}"
-        _record(reference, paths)
+        _record(reference, rows, paths)
 
     compare()
     # the generated timelines hit each case the comparison is meant to cover (counted in this test, so it
     # holds whatever order or worker the tests run in)
-    for path in ("missing (no cost model)", "skipped", "modelled", "keeps up", "live"):
+    for path in ("missing (no cost model)", "skipped", "modelled", "keeps up", "live", "corrected skip"):
         assert paths[path] > 0, (path, paths)
     assert paths["keeps up"] < paths["rows"]
 

@@ -15,7 +15,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from typing import Any
 
 import pytest
@@ -143,6 +143,73 @@ def test_evaluate_agrees_with_the_oracle() -> None:
                                         "zero_generation": 30, "idle": 20, "cached": 50, "uncached": 50,
                                         "after_modelled": 5, "after_modelled_cut_draft": 2}
     _run(evaluate_cases(), _check_evaluate, 800, need, "evaluate")
+
+
+# ------------------------------------------------------------------------------------------
+# corrections: states that are not prefixes (docs/typists.md, "Corrections")
+# ------------------------------------------------------------------------------------------
+
+HEADER = 8  # template tokens before the user's text; one token per character after them
+
+
+def _shared(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+@st.composite
+def corrected_timelines(draw: st.DrawFn, max_steps: int = 7) -> tuple[list[StepFacts], oracle.Texts]:
+    """A typist whose typos ('x' for 'a') stay on screen 1..12 characters, then are fixed; each step's row as
+    the autoregressive session records it on a one-token-per-character request."""
+    ends = list(accumulate(draw(st.integers(1, 6)) for _ in range(draw(st.integers(2, max_steps)))))
+    typos, clear = [], 0
+    for p in range(ends[-1]):
+        if p >= clear and draw(st.integers(0, 2)) == 0:
+            clear = min(p + draw(st.integers(1, 12)) + 1, ends[-1])
+            typos.append((p, clear))
+    states = tuple("".join("x" if any(p == c and p < b < f for p, f in typos) else "a" for c in range(b))
+                   for b in ends)
+    facts: list[StepFacts] = []
+    t, answer = draw(st.integers(0, 8)), 0
+    for i, text in enumerate(states):
+        if i:
+            gap = draw(st.sampled_from(GAPS))
+            t += ticks(facts[-1].wall_s) if gap == "tie" else gap
+        draft = answer if i else 0
+        accepted = draw(st.integers(0, draft))
+        generated = draw(st.sampled_from((0, 1, 2, 3, 5)))
+        forwards = max(1, generated)
+        kept = 0 if i == 0 else HEADER + _shared(states[i - 1], text)
+        deleted = 0 if i == 0 else len(states[i - 1]) - (kept - HEADER)
+        fed = HEADER + len(text) - kept + draft + forwards - 1
+        wall = max(TICK, LAW.cost(forwards, fed) + draw(st.sampled_from((0, 0, -1, 1))) * TICK)
+        facts.append(StepFacts(t * TICK, wall, forwards, fed, draft, accepted, generated, HEADER + len(text), kept,
+                               deleted))
+        answer = accepted + generated
+    return facts, oracle.Texts(states, HEADER)
+
+
+def _check_corrections(steps: list[StepFacts], texts: oracle.Texts, policy: Policy) -> set[str]:
+    want = oracle.evaluate_example(steps, policy.name, policy.k, policy.cap_tokens, LAW, texts)
+    got = evaluate(steps, policy, LAW)
+    assert _agrees(got, want), _disagree("policies.evaluate (corrections)", steps, policy.label, want, got) + (
+        f"\nstates {texts.states}")
+    paths = {policy.name} | ({"rewrites"} if any(s.chars_deleted for s in steps) else set())
+    for a, b in pairwise(want.ran):  # a skip over a fix: step a's typo is gone only at step b
+        if b.step > a.step + 1 and HEADER + _shared(texts.states[a.step - 1], texts.states[b.step - 1]) < \
+                steps[a.step].cached_tokens:
+            paths.add("skip_past_a_fix")
+    return paths
+
+
+@st.composite
+def corrections_cases(draw: st.DrawFn) -> tuple[list[StepFacts], oracle.Texts, Policy]:
+    steps, texts = draw(corrected_timelines())
+    return steps, texts, _policy(draw, POLICIES)
+
+
+def test_evaluate_agrees_with_the_oracle_on_corrected_text() -> None:
+    need = {p: 20 for p in POLICIES} | {"rewrites": 200, "skip_past_a_fix": 40}
+    _run(corrections_cases(), _check_corrections, 600, need, "corrections")
 
 
 # ------------------------------------------------------------------------------------------

@@ -14,7 +14,9 @@ recorded step made beyond that law (a tie guard's forward), and feeds its reques
 and one token per further forward. Its request tokens are the recorded ones when it follows the step
 before it; after skipped steps they are ``request_j − cached_{last+1}`` where the rows record cached
 tokens (the state of step ``last`` holds what step ``last + 1`` reused), else every skipped step's
-request tokens on top. Work equal to the recorded one costs the recorded ``wall_s``; other work costs
+request tokens on top. With corrections (states that are not prefixes, :class:`Texts`) the
+request tokens after skipped steps come from the texts: what step ``j``'s text shares from its start
+with step ``last``'s is kept, the rest fed. Work equal to the recorded one costs the recorded ``wall_s``; other work costs
 the law and is *modelled*.
 """
 
@@ -72,21 +74,38 @@ def planned(name: str, k: int, n: int) -> list[int]:
     return list(range(1, n + 1))
 
 
-def request_fed(steps: Sequence[StepFacts], last: int, j: int) -> int:
-    """Request tokens step ``j``'s verify forward feeds when step ``last`` (0: none) ran before it."""
+@dataclass(frozen=True)
+class Texts:
+    """Corrections timelines: the text each step sent (one token per character after a ``header`` of
+    template tokens), so the oracle reads what a state keeps from the texts themselves, not the rows."""
+
+    states: tuple[str, ...]
+    header: int
+
+
+def request_fed(steps: Sequence[StepFacts], last: int, j: int, texts: Texts | None = None) -> int:
+    """Request tokens step ``j``'s verify forward feeds when step ``last`` (0: none) ran before it.
+
+    With ``texts`` (states that need not be prefixes): the state step ``last`` left holds its request;
+    step ``j`` keeps the header and the characters both texts share from the start, and feeds the rest."""
     def recorded(m: int) -> int:
         s = steps[m - 1]
         return s.tokens_fed - s.draft_tokens_in - (s.forwards - 1)
 
     if last == j - 1:
         return recorded(j)
+    if texts is not None and last > 0:
+        before, now = texts.states[last - 1], texts.states[j - 1]
+        shared = next((i for i, (a, b) in enumerate(zip(before, now, strict=False)) if a != b), min(len(before), len(now)))
+        return len(now) - shared  # (header + len(now)) − (header + shared)
     after = steps[last]  # step last + 1: its request was recorded from the state step last left
     if steps[j - 1].request_tokens is not None and after.cached_tokens is not None:
         return steps[j - 1].request_tokens - after.cached_tokens
     return sum(recorded(m) for m in range(last + 1, j + 1))
 
 
-def work(steps: Sequence[StepFacts], j: int, prev: Ran | None, cap: int | None, law: LinearCost) -> Job:
+def work(steps: Sequence[StepFacts], j: int, prev: Ran | None, cap: int | None, law: LinearCost,
+         texts: Texts | None = None) -> Job:
     """Step ``j``'s work after ``prev`` (the last step run; None: none has run)."""
     s, n = steps[j - 1], len(steps)
     follows_recorded = prev is not None and prev.step == j - 1 and not prev.modelled and cap is None
@@ -98,7 +117,7 @@ def work(steps: Sequence[StepFacts], j: int, prev: Ran | None, cap: int | None, 
     generated = max(0, target - accepted)
     guard = s.forwards - max(1, s.generated_tokens)  # forwards the recorded step made beyond the law
     forwards = max(1, generated) + guard
-    tokens = request_fed(steps, prev.step if prev else 0, j) + draft + forwards - 1
+    tokens = request_fed(steps, prev.step if prev else 0, j, texts) + draft + forwards - 1
     if (forwards, tokens) == (s.forwards, s.tokens_fed):
         return Job(s.wall_s, accepted + generated, False)
     return Job(law.cost(forwards, tokens), accepted + generated, True)
@@ -146,9 +165,9 @@ def run_example(arrivals: Sequence[float], name: str, k: int, cost_of: CostOf) -
 
 
 def evaluate_example(steps: Sequence[StepFacts], name: str, k: int, cap: int | None,
-                     law: LinearCost) -> Schedule:
+                     law: LinearCost, texts: Texts | None = None) -> Schedule:
     """The oracle's figure for ``policies.evaluate``: the oracle's own work law for every job."""
-    return run_example([s.arrival_s for s in steps], name, k, lambda j, prev: work(steps, j, prev, cap, law))
+    return run_example([s.arrival_s for s in steps], name, k, lambda j, prev: work(steps, j, prev, cap, law, texts))
 
 
 # ------------------------------------------------------------------------------------------

@@ -132,6 +132,11 @@ function renderSteps(steps) {
   else if (steps.every((s) => s.arrived_text === null)) req.textContent = "request text not recorded (rows written before the viewer's columns)";
   for (const s of steps) {
     if (s.arrived_text === null) continue;
+    if (s.chars_deleted) {  // corrections: this step rewrote earlier text (docs/typists.md, "Corrections")
+      const mark = el("span", `⌫${s.chars_deleted}`, "edit");
+      mark.title = `step ${s.step} deleted ${s.chars_deleted} characters from character ${s.first_change_char}, then sent what follows`;
+      req.appendChild(mark);
+    }
     const span = el("span", s.arrived_text, "seg"); span.dataset.step = s.step;
     span.appendChild(el("sup", ` ${s.step}`)); req.appendChild(span);
   }

@@ -9,7 +9,7 @@ acceptance rules (:mod:`streamgen.decoding.acceptance`) and chat messages (:mod:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -17,6 +17,10 @@ from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import Family
 from streamgen.decoding.meter import MeterReading
 from streamgen.requests.chat import Message
+from streamgen.requests.request import common_prefix_length
+
+__all__ = ["Decoder", "Family", "Generation", "StepResult", "StreamSession", "common_prefix_length",
+           "draft_fingerprint"]
 
 
 @dataclass(frozen=True)
@@ -104,16 +108,6 @@ class Decoder(Protocol):
         ...
 
     def decode_text(self, token_ids: Sequence[int]) -> str: ...
-
-
-def common_prefix_length(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:
-    """Length of the longest common leading run of two sequences (token ids, segments)."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def draft_fingerprint(token_ids: Sequence[int]) -> str:

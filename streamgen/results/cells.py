@@ -28,6 +28,7 @@ from streamgen.config import (
     DIFFUSION_DEVIATIONS,
     ESTIMATE_ONLY_MODEL_FIELDS,
     BenchmarkConfig,
+    CorrectionsConfig,
     ModelConfig,
     TypingConfig,
     result_fields,
@@ -160,6 +161,7 @@ class Cell:
     segmentation: str = "sentence"  # granularity (and chunk size): sentence | word | chars:N
     live: TypingConfig | None = None  # set when the stream runs live (typing.live_policy)
     numerics: dict[str, Any] | None = None  # the fingerprint's numerics block (numerics_settings); None: none
+    corrections: CorrectionsConfig | None = None  # typos corrected while typing; None: off (typo_rate 0)
 
     @property
     def acceptance(self) -> str:
@@ -183,6 +185,8 @@ class Cell:
             # the population fields are post hoc only (a live grid refuses them): out of the identity
             timing["live"] = {k: v for k, v in dataclasses.asdict(self.live).items()
                               if k not in ("populations", "users", "seed")}
+        if self.corrections is not None and self.corrections.enabled:  # absent when off: ids unchanged
+            timing["corrections"] = dataclasses.asdict(self.corrections)
         return timing
 
     def settings(self) -> dict[str, Any]:

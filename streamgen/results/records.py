@@ -164,6 +164,13 @@ class StepRecord:
     request_tokens: int | None = None  # tokens of the step's rendered request (null where a family does not say)
     cached_tokens: int | None = None  # of those, reused from the state the step started from (not fed)
     live_every_k: int | None = None  # live every_k cells: the k
+    # corrections cells (streamgen.timing.corrections; null elsewhere): how this step's request text differs
+    # from the previous step row's — the first changed character, characters deleted from there and
+    # inserted in their place (a plain extension deletes 0) — and the keystrokes spent on corrections since
+    first_change_char: int | None = None
+    chars_deleted: int | None = None
+    chars_inserted: int | None = None
+    correction_keys: int | None = None
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ class StepFacts:
     generated_tokens: int
     request_tokens: int | None = None  # tokens of the step's whole rendered request (null: not recorded)
     cached_tokens: int | None = None  # of those, tokens reused from the state the step started from
+    chars_deleted: int | None = None  # > 0: the step's text rewrote earlier text (corrections); null: not recorded
 
     @property
     def prefix_tokens(self) -> int:
@@ -173,11 +174,20 @@ def skipped_request_tokens(steps: Sequence[StepFacts], last: int, j: int) -> int
     ``j`` reuses what step ``last + 1`` reused (both requests hold prefix ``last + 1``'s text), so it
     feeds ``cached_j − cached_{last+1}`` more. Older rows: the sum of the skipped steps' request tokens,
     which over-counts the re-fed chat-template suffix and re-tokenised boundaries.
+
+    Corrections (a step in ``last + 1 .. j`` deleted text): step ``last + 1``'s request no longer holds
+    step ``j``'s text — a typo step ``last`` sent may be fixed only by step ``j``. The state of step
+    ``last`` then keeps the tokens every request since shares with it: at least the fewest any of those
+    steps reused (a common prefix along a chain is at least its least link), exactly that when each
+    edit fixes a typo (docs/typists.md, "Corrections").
     """
     if j == last + 1:
         return 0
+    between = steps[last:j]
     here, after = steps[j - 1].cached_tokens, steps[last].cached_tokens
     if here is not None and after is not None:
+        if any(s.chars_deleted for s in between) and all(s.cached_tokens is not None for s in between):
+            after = min(int(s.cached_tokens) for s in between)  # type: ignore[arg-type]
         return here - after
     return sum(steps[m - 1].prefix_tokens for m in range(last + 1, j))
 
