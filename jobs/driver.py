@@ -112,8 +112,7 @@ def _run_locked(plan: GridPlan, lock: results_dir.ResultsLock, stops: stop_signa
     finally:
         with stops.closing():  # a SIGTERM now must not cut the run record short
             bar.close()
-            if status == "failed" and (requeue := stop_signals.requeued_by()) is not None:
-                status, stop = "interrupted", requeue  # submitit requeued the job and exits (SystemExit)
+            status, stop = stop_signals.run_end(status, stop)  # a requeue names the end (SIGUSR2)
             if run is not None:
                 _close_record(writer, run, status, stop)
             if session is not None:

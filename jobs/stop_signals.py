@@ -128,6 +128,16 @@ def requeued_by() -> str | None:
     return _requeued_by
 
 
+def run_end(status: str, stop: str | None) -> tuple[str, str | None]:
+    """The run record's (status, stop signal) as the run closes. A requeue submitit began names the end:
+    the job then exits with ``SystemExit`` (seen as failed), or Slurm's SIGTERM, sent as it requeues the
+    job, reaches the run before that exit does (seen as interrupted by SIGTERM: on a loaded machine the
+    two race); either way the run was stopped by the requeue's signal."""
+    if status in ("failed", "interrupted") and _requeued_by is not None:
+        return "interrupted", _requeued_by
+    return status, stop
+
+
 def wrapped_in(exc: BaseException) -> RunInterrupted | None:
     """The :class:`RunInterrupted` behind ``exc``, if any: raised by the handler while a C extension was
     running (Ray's ``CoreWorker.wait`` runs signal handlers mid-call), it comes out as the cause of a

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from jobs import stop_signals
 from jobs.stop_signals import RunInterrupted, catching, wrapped_in
 
 
@@ -77,3 +78,17 @@ def test_wrapped_in_finds_the_stop_behind_a_c_extensions_system_error() -> None:
     looped.__context__ = ValueError("back")
     looped.__context__.__context__ = looped
     assert wrapped_in(looped) is None
+
+
+@pytest.mark.parametrize(("status", "stop", "requeue", "expected"), [
+    ("failed", None, "SIGUSR2", ("interrupted", "SIGUSR2")),  # submitit's SystemExit after the checkpoint
+    ("interrupted", "SIGTERM", "SIGUSR2", ("interrupted", "SIGUSR2")),  # Slurm's requeue SIGTERM came first
+    ("finished", None, "SIGUSR2", ("finished", None)),
+    ("interrupted", "SIGTERM", None, ("interrupted", "SIGTERM")),  # a plain scancel: no requeue
+    ("failed", None, None, ("failed", None)),
+])
+def test_a_requeue_names_the_runs_end_whichever_signal_arrived_first(
+        monkeypatch: pytest.MonkeyPatch, status: str, stop: str | None, requeue: str | None,
+        expected: tuple[str, str | None]) -> None:
+    monkeypatch.setattr(stop_signals, "_requeued_by", requeue)
+    assert stop_signals.run_end(status, stop) == expected
