@@ -3,6 +3,7 @@
     python -m analysis.report results/local                       # report + main tables on stdout
     python -m analysis.report results/local --compare results/old # adds B − A deltas (B = --compare)
     python -m analysis.report results/local --latest              # per cell, only the newest run's settings
+    python -m analysis.report results/local --keylog logs.jsonl   # waits of logged typists (docs/typists.md)
 
 Python: ``write_report(results_dir, compare_dir=None) -> Report``; ``summary_text(results_dir)``
 (the main tables as markdown); ``print_summary(results_dir)`` writes that text to stdout (the grid
@@ -26,7 +27,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from analysis import figures, timing_figures
-from analysis.population import build_population, population_section
+from analysis.population import LoggedTypists, build_population, population_section
 from analysis.render import markdown
 from analysis.report_sections import main_tables, sections
 from analysis.sql_template import SqlTemplateError
@@ -78,10 +79,12 @@ def write_report(
     with_figures: bool = True,
     latest: bool = False,
     typing_config: TypingConfig | None = None,
+    keylog: str | Path | None = None,
 ) -> Report:
     """Build every table and figure; write report.md, one CSV per table and the PNGs.
 
     ``latest``: per cell name, only the fingerprint of the most recent run (``analysis.fingerprints``).
+    ``keylog``: a keystroke-log file (docs/typists.md); its requests join the population table as typed.
     """
     root = Path(results_dir)
     out = Path(out_dir) if out_dir else root / "report"
@@ -91,7 +94,10 @@ def write_report(
     csvs = [_write_csv(tables[name], out / f"{name}.csv") for name in TABLES]
     typing = build_typing(root, typing_config, threads=threads)
     csvs += [_write_csv(typing.summary, out / "typing.csv"), _write_csv(typing.cost_models, out / "cost_models.csv")]
-    people = build_population(root, typing_config, threads=threads) if typing_config and typing_config.populations else None
+    logged = LoggedTypists.read(keylog) if keylog is not None else None
+    people_cfg = typing_config or TypingConfig()
+    people = build_population(root, people_cfg, threads=threads, logged=logged) \
+        if people_cfg.populations or logged is not None else None
     if people is not None:
         csvs.append(_write_csv(people.summary, out / "population.csv"))
     if compare is not None:
@@ -142,13 +148,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--typing", nargs="*", default=[], metavar="KEY=VALUE",
                         help="typing analysis settings, e.g. chars_per_s=[4,10] sentence_pause_s=0.5 (docs/timing.md); "
                              "populations=[desktop,mobile] users=200 seed=0 (docs/typists.md)")
+    parser.add_argument("--keylog", type=Path, default=None, metavar="FILE",
+                        help="a keystroke log (JSONL, docs/typists.md): its requests join the population table, "
+                             "each typed as logged")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         typing_config = typing_settings(args.typing)
         report = write_report(
             args.results_dir, compare_dir=args.compare, out_dir=args.out, threads=args.threads,
-            with_figures=not args.no_figures, latest=args.latest, typing_config=typing_config,
+            with_figures=not args.no_figures, latest=args.latest, typing_config=typing_config, keylog=args.keylog,
         )
     except (ResultsNotFoundError, ConfigError, SqlTemplateError) as exc:  # the last: a bad reported(...) declaration
         print(f"error: {exc}", file=sys.stderr)

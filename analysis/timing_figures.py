@@ -124,7 +124,9 @@ def _cdf_panel(ax: Axes, rows: list[dict], bench: str, preset: str) -> None:
         ax.step(base, np.arange(1, base.size + 1) / base.size, "k--", where="post", label="base (submit, then decode)")
     users = rows[0]["users"] if rows else 0
     seed = rows[0]["seed"] if rows else 0
-    ax.set_title(f"{bench} · preset {preset} ({users} users, seed {seed})", fontsize=9)
+    drawn = f"({users} users, seed {seed})" if not preset.startswith("keylog:") else \
+        f"({len({r['example_id'] for r in rows})} requests, as logged)"
+    ax.set_title(f"{bench} · preset {preset} {drawn}", fontsize=9)
     ax.set_xlabel("wait after the last keystroke (s)")
     ax.set_ylabel("share of (user, request)")
     ax.legend(fontsize=7)

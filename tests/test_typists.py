@@ -249,3 +249,86 @@ def test_the_report_writes_the_population_table_and_figure(tmp_path: Path) -> No
                           typing_config=TypingConfig(populations=["desktop", "mobile"], users=30))
     assert "## Typist populations" in report.markdown_path.read_text()
     assert (tmp_path / "out" / "population.csv").exists() and (tmp_path / "out" / "population-wait-m-ar-greedy.png").exists()
+
+
+# ------------------------------------------------------------------------------------------
+# logged typists in the population table (python -m analysis.report DIR --keylog FILE)
+# ------------------------------------------------------------------------------------------
+
+SEGMENTS = ("aaaa", "bbbb", "cccc", "dddd")  # e0's request, one segment per step (chars 4, 8, 12, 16)
+# e0 logged keystroke by keystroke every 0.5 s: a typo in segment 2 (not a prefix until fixed) and segment
+# 3's last character deleted and retyped; no log for e1.
+E0_LOG = [(0.0, "a"), (0.5, "aa"), (1.0, "aaa"), (1.5, "aaaa"),
+          (2.0, "aaaab"), (2.5, "aaaabX"), (3.0, "aaaabXb"), (3.5, "aaaabX"), (4.0, "aaaab"), (4.5, "aaaabb"),
+          (5.0, "aaaabbb"), (5.5, "aaaabbbb"),
+          (6.0, "aaaabbbbc"), (6.5, "aaaabbbbcc"), (7.0, "aaaabbbbccc"), (7.5, "aaaabbbbcccc"),
+          (8.0, "aaaabbbbccc"), (8.5, "aaaabbbbcccc"),
+          (9.0, "aaaabbbbccccd"), (9.5, "aaaabbbbccccdd"), (10.0, "aaaabbbbccccddd"), (10.5, "aaaabbbbccccdddd")]
+E0_ARRIVALS = [1.5, 5.5, 8.5, 10.5]  # read off the log: when each prefix is in for good
+
+
+def _logged_results(root: Path) -> Path:
+    import dataclasses
+
+    e0 = pair_record(example_id="e0", n_segments=4, base_wall_s=COST.cost(4, 100), base_forwards=4,
+                     base_tokens_fed=100)  # 3.0 s
+    e1 = pair_record(example_id="e1", n_segments=4, base_wall_s=COST.cost(6, 200), base_forwards=6,
+                     base_tokens_fed=200)
+    steps = [dataclasses.replace(s, arrived_text=t) for s, t in zip(_steps(e0, (4, 8, 12, 16)), SEGMENTS, strict=True)]
+    steps += [dataclasses.replace(s, arrived_text="x" * 12) for s in _steps(e1, (12, 24, 36, 48))]
+    write_record_set(root, RecordSet([e0, e1], steps))
+    return root
+
+
+def _write_log(path: Path, states: list[tuple[float, str]], example_id: str = "e0") -> Path:
+    path.write_text(json.dumps({"example_id": example_id, "states": [list(s) for s in states]}) + "\n")
+    return path
+
+
+def test_a_logged_typist_waits_as_its_log_says(tmp_path: Path) -> None:
+    from analysis.population import LoggedTypists
+
+    root = _logged_results(tmp_path / "r")
+    logged = LoggedTypists.read(_write_log(tmp_path / "mine.jsonl", E0_LOG))
+    tables = build_population(root, TypingConfig(policies=["every"]), threads=1, logged=logged)
+    rows = tables.examples.to_pylist()
+    assert [(r["example_id"], r["preset"], r["user"]) for r in rows] == [("e0", "keylog:mine.jsonl", 0)]  # e1: no log
+    wait, keeps = _every_wait(E0_ARRIVALS, [2.23, 1.66, 0.65, 1.17])  # the steps' walls, as above
+    assert rows[0]["wait_s"] == pytest.approx(wait) and rows[0]["keeps_up"] == keeps
+    assert rows[0]["user_wpm"] == pytest.approx(16 / 5 / (10.5 / 60))
+    (summary,) = tables.summary.to_pylist()
+    assert summary["preset"] == "keylog:mine.jsonl" and summary["n"] == 1 and summary["p50_wait_s"] == pytest.approx(wait)
+
+
+def test_logged_typists_join_the_presets_in_the_report(tmp_path: Path) -> None:
+    from analysis.report import main
+
+    root = _logged_results(tmp_path / "r")
+    log_path = _write_log(tmp_path / "mine.jsonl", E0_LOG)
+    assert main([str(root), "--out", str(tmp_path / "out"), "--threads", "1", "--keylog", str(log_path),
+                 "--typing", "populations=[desktop]", "users=5", "policies=[every]"]) == 0
+    text = (tmp_path / "out" / "population.csv").read_text()
+    assert '"keylog:mine.jsonl",1,0,"every"' in text and '"desktop",5,0,"every"' in text
+    assert (tmp_path / "out" / "population-wait-m-ar-greedy.png").exists()
+    assert "keylog:" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_a_log_that_cannot_be_replayed_is_one_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from analysis.report import main
+
+    root = _logged_results(tmp_path / "r")
+    args = [str(root), "--out", str(tmp_path / "out"), "--threads", "1", "--no-figures", "--keylog"]
+    assert main([*args, str(tmp_path / "missing.jsonl")]) == 2
+    assert "cannot read the keystroke log" in capsys.readouterr().err
+    other = _write_log(tmp_path / "other.jsonl", [*E0_LOG[:-1], (10.5, "aaaabbbbccccdddX")])
+    assert main([*args, str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "not its request: they differ from character 15" in err and "Traceback" not in err
+
+
+def test_the_request_is_rebuilt_edit_by_edit() -> None:
+    from analysis.population import request_text
+
+    assert request_text(["Hx", "llo", " you"], [None, 1, None]) == "Hllo you"
+    assert request_text(["ab", "c"]) == "abc"
+    assert request_text(["ab", None]) is None
