@@ -219,11 +219,11 @@ class PopulationTables:
 
 
 def build_population(results_dir: Any, cfg: TypingConfig, *, threads: int | None = None,
-                     logged: LoggedTypists | None = None) -> PopulationTables:
-    """:func:`population_tables` over a results directory (its own connection)."""
+                     logged: LoggedTypists | None = None, latest: bool = False) -> PopulationTables:
+    """:func:`population_tables` over a results directory (its own connection; ``latest`` as the report's)."""
     from analysis.tables import connect
 
-    con = connect(results_dir, threads=threads)
+    con = connect(results_dir, threads=threads, latest=latest)
     try:
         return PopulationTables(*population_tables(con, cfg, logged))
     finally:

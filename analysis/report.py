@@ -92,11 +92,11 @@ def write_report(
     tables = build_tables(root, [*TABLES, "per_example"], threads=threads, latest=latest)
     compare = compare_tables(root, compare_dir, threads=threads) if compare_dir else None
     csvs = [_write_csv(tables[name], out / f"{name}.csv") for name in TABLES]
-    typing = build_typing(root, typing_config, threads=threads)
+    typing = build_typing(root, typing_config, threads=threads, latest=latest)
     csvs += [_write_csv(typing.summary, out / "typing.csv"), _write_csv(typing.cost_models, out / "cost_models.csv")]
     logged = LoggedTypists.read(keylog) if keylog is not None else None
     people_cfg = typing_config or TypingConfig()
-    people = build_population(root, people_cfg, threads=threads, logged=logged) \
+    people = build_population(root, people_cfg, threads=threads, logged=logged, latest=latest) \
         if people_cfg.populations or logged is not None else None
     if people is not None:
         csvs.append(_write_csv(people.summary, out / "population.csv"))

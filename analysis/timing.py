@@ -254,11 +254,12 @@ def typing_settings(overrides: Sequence[str] = ()) -> TypingConfig:
     return cfg
 
 
-def build_typing(results_dir: Any, cfg: TypingConfig | None = None, *, threads: int | None = None) -> TypingTables:
-    """:func:`typing_tables` over a results directory (its own connection)."""
+def build_typing(results_dir: Any, cfg: TypingConfig | None = None, *, threads: int | None = None,
+                 latest: bool = False) -> TypingTables:
+    """:func:`typing_tables` over a results directory (its own connection; ``latest`` as the report's)."""
     from analysis.tables import connect
 
-    con = connect(results_dir, threads=threads)
+    con = connect(results_dir, threads=threads, latest=latest)
     try:
         return typing_tables(con, cfg)
     finally:

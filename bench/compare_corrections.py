@@ -2,7 +2,9 @@
 
     python bench/compare_corrections.py RESULTS_A RESULTS_B [--populations desktop mobile] [--users 200] [--seed 0]
 
-Pairs are matched on (model, benchmark, acceptance, τ, example id): a cell's id differs between the two
+Each directory is read as the report's ``--latest`` reads it (per cell name, the newest run's settings: a
+rerun with a larger ``limit`` replaces the smaller one). Pairs are matched on (model, benchmark,
+acceptance, τ, example id): a cell's id differs between the two
 runs (typos enter it) but the base run's work does not, so each example's base run is done twice on the
 same code and the two base walls measure the machine's run-to-run noise. Printed side by side:
 
@@ -29,7 +31,7 @@ from streamgen.config import ConfigError, TypingConfig
 
 
 def _pairs(results: str) -> pa.Table:
-    con = connect(results, threads=1)
+    con = connect(results, threads=1, latest=True)
     try:
         return con.sql("""
             SELECT p.model, p.benchmark, p.acceptance, p.tau, p.example_id, p.residual_forwards,
@@ -84,8 +86,8 @@ def compare(a: str, b: str, cfg: TypingConfig) -> tuple[pa.Table, pa.Table]:
     con.register("pa_", _pairs(a))
     con.register("pb_", _pairs(b))
     work = con.sql(WORK).to_arrow_table()
-    con.register("ea_", build_population(a, cfg, threads=1).examples)
-    con.register("eb_", build_population(b, cfg, threads=1).examples)
+    con.register("ea_", build_population(a, cfg, threads=1, latest=True).examples)
+    con.register("eb_", build_population(b, cfg, threads=1, latest=True).examples)
     return work, con.sql(WAITS).to_arrow_table()
 
 

@@ -123,3 +123,25 @@ def test_the_typing_table_keeps_fingerprints_apart(tmp_path: Path) -> None:
     summary = build_typing(tmp_path, None, threads=1).summary.to_pylist()
     every = [r for r in summary if r["policy"] == "every" and r["rate"] == summary[0]["rate"]]
     assert sorted((r["settings_tag"], r["n"]) for r in every) == [("max_new_tokens=16", 3), ("max_new_tokens=32", 2)]
+
+
+def test_latest_also_picks_the_rows_of_the_typing_and_population_tables(tmp_path: Path) -> None:
+    """The report's --latest reaches the post-hoc tables too: a rerun with another budget (or limit) replaces
+    the older setting there as well, instead of standing beside it."""
+    from analysis.population import build_population
+    from analysis.timing import build_typing
+    from streamgen.config import TypingConfig
+    from tests.test_timing_report import _steps
+
+    rows = [pair_record(run_id="run-1", example_id=f"e{i}", n_segments=4, cell_fingerprint="fp16",
+                        cell_settings=_settings()) for i in range(3)]
+    rows += [pair_record(run_id="run-2", example_id=f"e{i}", n_segments=4, cell_fingerprint="fp32",
+                         cell_settings=_settings(max_new_tokens=32)) for i in range(2)]
+    write_record_set(tmp_path, RecordSet(rows, [s for p in rows for s in _steps(p, (10, 20, 30, 40))]))
+    cfg = TypingConfig(chars_per_s=[10.0], policies=["every"], populations=["desktop"], users=3)
+    for latest, runs in ((False, {"run-1": 3, "run-2": 2}), (True, {"run-2": 2})):
+        typed = build_typing(tmp_path, cfg, threads=1, latest=latest).examples.to_pylist()
+        people = build_population(tmp_path, cfg, threads=1, latest=latest).examples.to_pylist()
+        tags = {r["settings_tag"] for r in typed}
+        assert len(typed) == sum(runs.values()) and len(tags) == len(runs), (latest, tags)
+        assert len(people) == 3 * sum(runs.values())
