@@ -1,5 +1,6 @@
 """The results viewer opened from disk (file://) in headless chromium on a scripted grid's directory:
-a known example's steps and kept / thrown spans are the rows', the filters count what the rows say."""
+a known example's steps and kept / thrown spans are the rows', the filters count what the rows say; with
+corrections, each step that rewrote earlier text carries a ⌫N mark, and the marks rebuild the request."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from analysis.view import read_js, write_viewer
 from streamgen.models.scripted import SCRIPTS
 from tests.browser_support import chromium
-from tests.view_support import ERROR_EXAMPLE, scripted_results
+from tests.view_support import ERROR_EXAMPLE, scripted_plan, scripted_results
 
 pytestmark = pytest.mark.integration
 
@@ -53,3 +54,47 @@ def test_a_known_example_shows_its_steps_and_spans(viewer: tuple[Path, Path]) ->
         page.select_option("#filter", "all")
         assert page.get_attribute("#examples", "data-count") == "3"
         assert page.inner_text("#message") == ""
+
+
+# Word steps with a high typo rate: most scripted CoEdIT requests hold several steps that rewrite a typo.
+CORRECTIONS = ("granularity=word", "corrections.typo_rate=0.2", "corrections.correction_delay_chars=2")
+
+
+def test_a_step_that_rewrote_earlier_text_is_marked_and_the_marks_rebuild_the_request(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    root = scripted_results(tmp_path_factory.mktemp("viewc") / "results", limit=2, overrides=CORRECTIONS)
+    plan = scripted_plan(root, 2, CORRECTIONS)
+    page_path = write_viewer(root, threads=1).page
+    model = "scripted-ar-prefix"
+    by_example: dict[str, list[dict]] = {}
+    for f in (root / "steps").rglob("*.parquet"):
+        for s in pq.read_table(f).to_pylist():
+            if s["model"] == model:
+                by_example.setdefault(s["example_id"], []).append(s)
+    example, steps = max(by_example.items(), key=lambda kv: sum(bool(s["chars_deleted"]) for s in kv[1]))
+    steps.sort(key=lambda s: s["step"])
+    edits = {s["step"]: s for s in steps if s["chars_deleted"]}
+    assert edits, "the path under test: a step that deleted text a step before it sent"
+    request = "".join(plan.segments[("coedit", example)])
+    (cell,) = [c for c in read_js(page_path.parent / "data" / "cells.js")["cells"] if c["model"] == model]
+    with chromium({"width": 1100, "height": 1200}) as browser:
+        page = browser.new_page()
+        page.goto(f"{page_path.as_uri()}#cell={cell['name']}&ex={example}")
+        page.wait_for_function(f"document.body.dataset.example === {example!r}")
+        pieces = page.evaluate("""[...document.querySelectorAll('#request > span')].map((e) => [
+            e.className, e.classList.contains('seg') ? e.firstChild.textContent : e.textContent,
+            e.dataset.step ?? null, e.title])""")
+    assert sum(cls == "edit" for cls, *_ in pieces) == len(edits)
+    screen = ""  # the user's screen, rebuilt from the page alone: a mark deletes, a segment appends
+    for k, (cls, text, _step, title) in enumerate(pieces):
+        if cls == "edit":
+            (next_cls, _, next_step, _) = pieces[k + 1]  # a mark stands right before its step's text
+            assert next_cls == "seg"
+            row = edits[int(next_step)]
+            assert text == f"⌫{row['chars_deleted']}"
+            assert f"from character {row['first_change_char']}" in title
+            assert len(screen) - row["chars_deleted"] == row["first_change_char"]
+            screen = screen[:len(screen) - row["chars_deleted"]]
+        else:
+            screen += text
+    assert screen == request

@@ -4,10 +4,11 @@ no Ray; plus one error row written through the row builder."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from jobs.actors import ModelActor
-from jobs.plan import plan_grid
+from jobs.plan import GridPlan, plan_grid
 from jobs.rows import error_rows, score_shard, shard_context
 from jobs.writer import ResultWriter
 from streamgen.config import grid_config
@@ -17,10 +18,15 @@ MODELS = ("scripted-ar-prefix", "scripted-ar-constant", "scripted-ar-lastsegment
 ERROR_EXAMPLE = "broken/1"
 
 
-def scripted_results(root: Path, limit: int = 3) -> Path:
+def scripted_plan(root: Path, limit: int = 3, overrides: Sequence[str] = ()) -> GridPlan:
+    """The scripted grid's plan for ``root`` (``overrides``: more ``key=value`` fields, e.g. corrections)."""
+    return plan_grid(grid_config("scripted", [f"models=[{','.join(MODELS)}]", f"limit={limit}",
+                                              f"results_dir={root}", *overrides]))
+
+
+def scripted_results(root: Path, limit: int = 3, overrides: Sequence[str] = ()) -> Path:
     """Write the results directory under ``root``; returns it."""
-    plan = plan_grid(grid_config("scripted", [f"models=[{','.join(MODELS)}]", f"limit={limit}",
-                                              f"results_dir={root}"]))
+    plan = scripted_plan(root, limit, overrides)
     writer = ResultWriter(root)
     for model in MODELS:
         actor = ModelActor(plan.models[model])
