@@ -1,12 +1,14 @@
-"""The real SmolLM2-135M-Instruct on the first 20 HumanEval requests: base vs residual cost, and
+"""The real SmolLM2-135M-Instruct on the first HumanEval requests: base vs residual cost, and
 greedy stream == base token for token. Writes the per-request table to
-``results/integration/smollm2-humaneval.md`` (the copy in docs/accounting.md comes from it).
+``results/integration/smollm2-humaneval.md``. The suite runs the first 10 (about 6 minutes on 2 cores, a
+sixth of CI's time at 20); the table in docs/accounting.md is the first 20:
 
-    python -m pytest tests/test_integration_smollm2.py -m integration -s
+    STREAMGEN_SMOLLM2_LIMIT=20 python -m pytest tests/test_integration_smollm2.py -m integration -s
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest, run_pair
 
 pytestmark = pytest.mark.integration
-LIMIT, MAX_NEW_TOKENS = 20, 64
+LIMIT, MAX_NEW_TOKENS = int(os.environ.get("STREAMGEN_SMOLLM2_LIMIT", "10")), 64
 
 
 def _table(rows: list[tuple]) -> str:
@@ -39,7 +41,7 @@ def _table(rows: list[tuple]) -> str:
 
 
 @pytest.mark.timeout(5400)  # ~10 min on an idle 2-core machine; far longer under shared load
-def test_smollm2_humaneval_first_20_greedy_is_lossless() -> None:
+def test_smollm2_humaneval_first_requests_greedy_is_lossless() -> None:
     import torch
 
     torch.set_num_threads(1)
@@ -64,5 +66,5 @@ def test_smollm2_humaneval_first_20_greedy_is_lossless() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(f"SmolLM2-135M-Instruct, fp32 CPU, greedy, max_new_tokens={MAX_NEW_TOKENS}\n\n{table}\n")
     print("\n" + table)
-    assert len(rows) >= 15
+    assert len(rows) >= LIMIT * 3 // 4  # a request of one sentence would be excluded (none of the first 20 is)
     assert mismatches == [], f"stream != base under greedy for {mismatches}"
