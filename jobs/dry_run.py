@@ -82,6 +82,8 @@ class CellLine:
 
 def _cell_lines(plan: GridPlan, results_dir: Path) -> list[CellLine]:
     writer = ResultWriter(results_dir)
+    # no pairs folder, no finished shard: skip hashing every shard's path (the full grid has ~120k)
+    any_done = (Path(results_dir) / "pairs").is_dir()
     by_cell: dict[str, list] = defaultdict(list)
     for shard in plan.shards:
         by_cell[shard.cell.cell_id].append(shard)
@@ -91,7 +93,7 @@ def _cell_lines(plan: GridPlan, results_dir: Path) -> list[CellLine]:
         lines.append(CellLine(
             shards[0].cell.label, sum(len(s) for s in shards),
             sum(plan.excluded[(bench, e)] is not None for s in shards for e in s.example_ids),
-            len(shards), sum(writer.is_complete(s) for s in shards)))
+            len(shards), sum(writer.is_complete(s) for s in shards) if any_done else 0))
     return lines
 
 

@@ -81,11 +81,19 @@ def _config_json(cfg: ModelConfig) -> Path | None:
 
 
 def _gguf_size(path: Path) -> ModelSize:
+    stat = path.stat()
+    return _gguf_size_of(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _gguf_size_of(path: str, _size: int, _mtime_ns: int) -> ModelSize:
+    """Count a GGUF file's tensors, once per file version: gguf's reader parses every metadata field
+    (SmolLM2's 49k-token vocabulary takes ~12 s on these CPUs) and a dry run asks three times."""
     from gguf import GGUFReader
 
-    reader = GGUFReader(str(path))
+    reader = GGUFReader(path)
     blocks = {t.name.split(".")[1] for t in reader.tensors if t.name.startswith("blk.")}
-    return ModelSize(int(sum(int(t.n_elements) for t in reader.tensors)), len(blocks), f"GGUF header of {path.name}")
+    return ModelSize(int(sum(int(t.n_elements) for t in reader.tensors)), len(blocks), f"GGUF header of {Path(path).name}")
 
 
 def _gguf_path(cfg: ModelConfig) -> Path:
