@@ -58,11 +58,12 @@ def test_the_model_is_gemma3_with_a_sliding_window_and_no_chat_template(decoder)
 
 
 def greedy_from_scratch(decoder, ids: list[int], n: int) -> list[int]:  # type: ignore[no-untyped-def]
-    """Greedy decoding with no cache at all: the whole sequence through the model for every token."""
+    """Greedy decoding with no cache at all: the whole sequence through the model for every token (the
+    head applied to the last position only: 600 positions × a 262k vocabulary took 7 s a forward)."""
     out: list[int] = []
     with torch.inference_mode():
         for _ in range(n):
-            logits = decoder.model(input_ids=torch.tensor([ids + out])).logits[0, -1]
+            logits = decoder.model(input_ids=torch.tensor([ids + out]), use_cache=False, logits_to_keep=1).logits[0, -1]
             out.append(int(logits.argmax()))
             if out[-1] in decoder.eos_token_ids:
                 break

