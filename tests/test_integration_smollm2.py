@@ -1,7 +1,7 @@
 """The real SmolLM2-135M-Instruct on the first HumanEval requests: base vs residual cost, and
 greedy stream == base token for token. Writes the per-request table to
-``results/integration/smollm2-humaneval.md``. The suite runs the first 10 (about 6 minutes on 2 cores, a
-sixth of CI's time at 20); the table in docs/accounting.md is the first 20:
+``results/integration/smollm2-humaneval.md``. The suite runs the first 10 (about 7 minutes on 2 cores; at 20 it was a
+fifth of the whole suite); the table in docs/accounting.md is the first 20:
 
     STREAMGEN_SMOLLM2_LIMIT=20 python -m pytest tests/test_integration_smollm2.py -m integration -s
 """
