@@ -16,17 +16,70 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 # Tests read the repository's own data/ (the default), never a data directory set outside.
 os.environ.pop("STREAMGEN_DATA_DIR", None)
 
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
 import pytest  # noqa: E402
+
+pytest_plugins = ["tests.suite_clock"]  # --test-times, --suite-budget: the suite watches its own time
+
+# Under pytest-xdist (.ci/run: -n 2 --dist loadgroup; docs/testing.md) a file is one unit of work, so
+# its module fixtures run once. The files below take the whole machine (they start Ray, submit to the
+# Slurm cluster or drive a browser, and several wait on timers or signals): they form one group that
+# runs on one worker, one file after another, so no two of them ever compete for the two cores.
+MACHINE_GROUP = "machine"
+MACHINE_FILES = frozenset({
+    "test_actor_placement.py", "test_demo_browser.py", "test_grid_bad_day.py", "test_grid_e2e.py",
+    "test_grid_fingerprints.py", "test_resources.py", "test_scheduler.py", "test_slurm_cluster.py",
+    "test_slurm_inventory.py", "test_slurm_rehearsal.py", "test_view_browser.py",
+})
+# The last CI run's times (written by .ci/run, committed when refreshed): workers take the longest units
+# first, so that no long file starts last and runs on alone at the end.
+TIMES_REFERENCE = Path(__file__).resolve().parents[1] / ".ci" / "test-times.tsv"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     import torch
 
+    if config.getoption("dist", "no") == "loadgroup":
+        config.option.loadscopereorder = False  # keep the longest-first order set below, not xdist's by count
+
     # 2 threads under load were 5-10x slower than 1 on these machines (environment notes).
     torch.set_num_threads(1)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_unit(item)))
+    if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts alike, the controller hands out
+        items.sort(key=_longest_first(items))
+    _skip_gpu_tests(items)
+
+
+def _unit(item: pytest.Item) -> str:
+    name = Path(str(item.fspath)).name
+    return MACHINE_GROUP if name in MACHINE_FILES else name
+
+
+def _longest_first(items: list[pytest.Item]) -> Callable[[pytest.Item], tuple[float, int, int]]:
+    """Sort key: units by their seconds in the reference run, longest first (ties and units the reference
+    lacks keep collection order); tests keep their order inside a unit."""
+    from tests.suite_clock import plain_id, read_times
+
+    seconds: dict[str, float] = {}
+    times = read_times(TIMES_REFERENCE) if TIMES_REFERENCE.is_file() else {}
+    for item in items:
+        ref = times.get(plain_id(item.nodeid))
+        seconds[_unit(item)] = seconds.get(_unit(item), 0.0) + (ref.seconds if ref else 0.0)
+    position = {item.nodeid: i for i, item in enumerate(items)}
+    first_seen: dict[str, int] = {}
+    for item in items:
+        first_seen.setdefault(_unit(item), position[item.nodeid])
+    return lambda item: (-seconds[_unit(item)], first_seen[_unit(item)], position[item.nodeid])
+
+
+def _skip_gpu_tests(items: list[pytest.Item]) -> None:
     import torch
 
     if torch.cuda.is_available():

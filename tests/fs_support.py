@@ -5,10 +5,13 @@ Mounting needs root (CI runs as root); elsewhere the tests that need it skip, na
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,3 +51,15 @@ def small_disk(tmp_path: Path, size_kb: int) -> Iterator[SmallDisk]:
         yield SmallDisk(mnt)
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def repo_results_lock() -> Any:
+    """A lock on the repository's own ``results/`` folder, shared by pytest-xdist workers: held by the
+    tests that write there (a debug-executor run's submitit logs, the SmolLM2 table) and by the README
+    test that asserts a dry run writes nothing there, so that one never sees the others' files."""
+    import filelock
+
+    from streamgen.config import REPO_ROOT
+
+    key = hashlib.sha256(str(REPO_ROOT).encode()).hexdigest()[:12]
+    return filelock.FileLock(Path(tempfile.gettempdir()) / f"streamgen-tests-results-{key}.lock")

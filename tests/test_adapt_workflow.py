@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -42,7 +43,9 @@ def test_model_stages_run_as_a_submitit_job(tmp_path: Path) -> None:
 
     cfg = adapt_config("smoke", ["source.limit=2", "curve.heldout=0", "train.steps=2", "train.save_every=1", f"output.dir={tmp_path}",
                                  f"output.configs_dir={tmp_path / 'models'}", "cluster=debug"])
-    paths = run(cfg, ("pairs", "train", "merge"), here=_not_here, cluster=cluster_config("debug"))
+    debug = dataclasses.replace(cluster_config("debug"), log_dir=str(tmp_path / "logs"))  # not the repo's results/
+    paths = run(cfg, ("pairs", "train", "merge"), here=_not_here, cluster=debug)
+    assert any((tmp_path / "logs").iterdir())  # the job ran as a submitted job, its logs where asked
     assert Path(paths["train"]).name == "step-000002"
     adapted = load(ModelConfig, paths["merge"])
     assert (adapted.variant, adapted.base_model, Path(adapted.path)) == ("smoke-2", "tiny-llama", tmp_path / "model")

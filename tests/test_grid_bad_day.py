@@ -22,7 +22,7 @@ import pytest
 from jobs.results_dir import LOCK_NAME
 from streamgen.config import REPO_ROOT
 from streamgen.results.records import PairRecord, read_parquet_validated
-from tests.fs_support import SmallDisk, small_disk
+from tests.fs_support import SmallDisk, repo_results_lock, small_disk
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -123,13 +123,14 @@ def test_second_run_refused_then_sigterm_to_the_group_then_resume(tmp_path: Path
 
 def test_sigterm_to_the_group_of_a_debug_cluster_run(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    proc = _start([*LONG, "cluster=debug", f"results_dir={results}"], tmp_path)
-    try:
-        _wait_for_pairs(proc, results, 3)
-        rc, err, _ = _stop_group(proc)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    with repo_results_lock():  # the debug executor writes its logs under the repository's results/slurm_logs
+        proc = _start([*LONG, "cluster=debug", f"results_dir={results}"], tmp_path)
+        try:
+            _wait_for_pairs(proc, results, 3)
+            rc, err, _ = _stop_group(proc)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
     record = _assert_interrupted_cleanly(rc, err, results, proc.pid)
     assert record["shards_done"] == len(_pairs_files(results))
 

@@ -19,6 +19,7 @@ from streamgen.benchmarks import exclusion_reason, load_benchmark
 from streamgen.config import REPO_ROOT, benchmark_config, model_config
 from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest, run_pair
+from tests.fs_support import repo_results_lock
 
 pytestmark = pytest.mark.integration
 LIMIT, MAX_NEW_TOKENS = int(os.environ.get("STREAMGEN_SMOLLM2_LIMIT", "10")), 64
@@ -63,8 +64,9 @@ def test_smollm2_humaneval_first_requests_greedy_is_lossless() -> None:
         print(_table(rows[-1:]).splitlines()[2], flush=True)  # progress, visible with -s
     table = _table(rows)
     out = REPO_ROOT / "results" / "integration" / "smollm2-humaneval.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(f"SmolLM2-135M-Instruct, fp32 CPU, greedy, max_new_tokens={MAX_NEW_TOKENS}\n\n{table}\n")
+    with repo_results_lock():  # tests/test_readme_commands.py asserts a dry run writes nothing there
+        out.parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(f"SmolLM2-135M-Instruct, fp32 CPU, greedy, max_new_tokens={MAX_NEW_TOKENS}\n\n{table}\n")
     print("\n" + table)
     assert len(rows) >= LIMIT * 3 // 4  # a request of one sentence would be excluded (none of the first 20 is)
     assert mismatches == [], f"stream != base under greedy for {mismatches}"

@@ -92,3 +92,42 @@ def test_a_first_smollm2_conversion_is_quiet(tmp_path: Path, monkeypatch: pytest
     assert not any(b in err for b in BARS), err[-1000:]
     # transformers asks for a reader three times (tokenizer, config, weights): the file is parsed once
     assert parses == [str(smollm2_gguf_path())]
+
+
+def test_processes_asking_at_once_convert_a_gguf_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two asks for the same GGUF (two model actors, two test workers) while the first still converts:
+    the second waits on the cache's file lock and reuses the folder, so the conversion runs once."""
+    import threading
+
+    from streamgen.models import weights
+
+    monkeypatch.setenv("STREAMGEN_CACHE", str(tmp_path / "cache"))
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"not read: the conversion is replaced below")
+    started, second_asking = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def slow_convert(src: Path, out: Path) -> None:
+        calls.append(threading.current_thread().name)
+        started.set()
+        # hold the conversion open until the second ask is under way (then a little longer)
+        assert second_asking.wait(30)
+        threading.Event().wait(0.3)
+        (out / "config.json").write_text("{}")
+
+    monkeypatch.setattr(weights, "_convert_gguf", slow_convert)
+    results: dict[str, Path] = {}
+    first = threading.Thread(target=lambda: results.setdefault("a", weights.converted_gguf_folder(gguf)), name="a")
+    first.start()
+    assert started.wait(30)
+
+    def second() -> None:
+        second_asking.set()
+        results["b"] = weights.converted_gguf_folder(gguf)
+
+    t2 = threading.Thread(target=second, name="b")
+    t2.start()
+    first.join(60)
+    t2.join(60)
+    assert calls == ["a"]  # the second ask did not convert again
+    assert results["a"] == results["b"] and (results["a"] / "config.json").is_file()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from streamgen.config import REPO_ROOT
+from tests.fs_support import repo_results_lock
 
 README = REPO_ROOT / "README.md"
 COMMAND = re.compile(r"`(?:[^`]*&&\s*)?(python3? workflows/[a-z_]+\.py[^`]*)`")
@@ -52,8 +53,10 @@ def test_readme_command_passes_dry_run(command: str, tmp_path: Path, monkeypatch
     script = Path(argv[1])
     args = [a for a in argv[2:] if a != "--dry-run"]
     workflow = importlib.import_module(f"workflows.{script.stem}")
-    before = {p for p in (REPO_ROOT / "results").rglob("*")} if (REPO_ROOT / "results").exists() else set()
-    code = workflow.main([*args, "--dry-run"])
+    with repo_results_lock():  # no other test writes the repository's results/ meanwhile (pytest -n)
+        before = {p for p in (REPO_ROOT / "results").rglob("*")} if (REPO_ROOT / "results").exists() else set()
+        code = workflow.main([*args, "--dry-run"])
+        after = {p for p in (REPO_ROOT / "results").rglob("*")} if (REPO_ROOT / "results").exists() else set()
     out, err = capsys.readouterr()
     if code == 2 and not DS1000_VENV.exists() and "ds1000" in err and err.count("\n  - ") == 1:
         pytest.skip(f"{command}: needs the DS-1000 interpreter (bash scripts/ds1000_env.sh): {err.strip()}")
@@ -66,7 +69,6 @@ def test_readme_command_passes_dry_run(command: str, tmp_path: Path, monkeypatch
     assert "dry run of grid" in out and "cells" in out and "already complete" in out
     if "probe.py" not in command:  # the probe is one verify per draft: it prints its work, not a GPU-hour estimate
         assert "estimate:" in out and "assumptions" in out
-    after = {p for p in (REPO_ROOT / "results").rglob("*")} if (REPO_ROOT / "results").exists() else set()
     assert after == before, "a dry run wrote files"
 
 

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from unittest import mock
 
+import filelock
+
 from streamgen.config import ConfigError, ModelConfig, raise_if_problems, validate_model
 from streamgen.models.tokenizers import tiny_tokenizer
 
@@ -149,12 +151,20 @@ def converted_gguf_folder(gguf: Path) -> Path:
     """Dequantise ``gguf`` once into ``<cache>/gguf/<stem>-<key>/`` (safetensors + tokenizer); reuse after.
 
     Built in a temporary folder beside the target and renamed into place, so a crash mid-way never
-    leaves a half-written folder that later runs would trust.
+    leaves a half-written folder that later runs would trust. A file lock makes processes that ask at
+    once (model actors, parallel test workers) wait for the one converting instead of each converting.
     """
     target = cache_dir() / "gguf" / f"{gguf.stem}-{_gguf_key(gguf)}"
     if (target / "config.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(target.parent / f".{target.name}.lock"):
+        if not (target / "config.json").is_file():  # the lock's last holder may have built it
+            _convert_into(gguf, target)
+    return target
+
+
+def _convert_into(gguf: Path, target: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         _convert_gguf(gguf, tmp)
@@ -165,7 +175,6 @@ def converted_gguf_folder(gguf: Path) -> Path:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 @contextlib.contextmanager
