@@ -50,14 +50,16 @@ def weight_shapes(fx: dict[str, Any], config: dict[str, Any]) -> dict[str, tuple
     return out
 
 
-def write_safetensors(path: Path, shapes: dict[str, tuple[int, ...]], dtype: str = "BF16") -> None:
-    """A valid safetensors file whose data is an unwritten (sparse) region of the right length."""
+def write_safetensors(path: Path, shapes: dict[str, tuple[int, ...]], dtype: str = "BF16",
+                      dtypes: dict[str, str] | None = None) -> None:
+    """A valid safetensors file whose data is an unwritten (sparse) region of the right length
+    (``dtypes``: per-tensor dtypes in place of ``dtype``)."""
     header, offset = {}, 0
     for name, shape in shapes.items():
-        n = BYTES[dtype]
+        n = BYTES[(dtypes or {}).get(name, dtype)]
         for d in shape:
             n *= d
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + n]}
+        header[name] = {"dtype": (dtypes or {}).get(name, dtype), "shape": list(shape), "data_offsets": [offset, offset + n]}
         offset += n
     blob = json.dumps(header).encode()
     blob += b" " * (-len(blob) % 8)

@@ -152,9 +152,11 @@ def _index_findings(index: Path, weight_map: Mapping[str, str], headers: Mapping
         for name in header:
             holders.setdefault(name, []).append(file)
     out: list[str] = []
-    absent = [f"{n} ({f})" for n, f in weight_map.items() if f in headers and n not in headers[f]]
+    absent = [f"{n} (named in {f}, " + (f"held by {', '.join(holders[n])})" if n in holders else "in no shard)")
+              for n, f in weight_map.items() if f in headers and n not in headers[f]]
     if absent:
-        out.append(f"{index} names {len(absent)} tensors in shards that do not hold them: {few(absent)}")
+        out.append(f"{index} names {len(absent)} tensors in shards that do not hold them (the loader reads each "
+                   f"from the shard named): {few(absent)}")
     twice = [f"{n} ({', '.join(sorted(fs))})" for n, fs in holders.items() if len(fs) > 1]
     if twice:
         out.append(f"{len(twice)} tensors are in more than one shard: {few(twice)}")

@@ -191,9 +191,12 @@ def _expected(cfg: ModelConfig, folder: Path, raw: dict[str, Any]) -> ExpectedWe
 
 def _build_problems(cfg: ModelConfig, folder: Path, raw: dict[str, Any], stored: StoredWeights) -> list[str]:
     """The model built from ``config.json`` on the meta device, and the stored weights against it."""
+    from huggingface_hub.errors import StrictDataclassError  # transformers 5's configs validate each field
+
     try:
         expected = _expected(cfg, folder, raw)
-    except (ValueError, KeyError, TypeError, AttributeError, OSError) as exc:  # unknown model type, custom code, a key
+    except (ValueError, KeyError, TypeError, AttributeError, OSError, StrictDataclassError) as exc:  # unknown
+        # model type, custom code, a key missing, a field of another type
         cause = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return [f"model {cfg.name}: {folder / 'config.json'} does not build the project's {cfg.family} model "
                 f"({cause[:200]}); use a checkpoint of a supported architecture, or set trust_remote_code: true "

@@ -81,16 +81,23 @@ def _config_json(cfg: ModelConfig) -> Path | None:
 
 
 def _size_from_file(cfg: ModelConfig, path: Path) -> ModelSize | None:
-    """The size counted from a cached config.json; None (and a log line) when the file is damaged or of
-    another shape: the pre-flight names the file and its fix, and the estimate falls back to the YAML."""
+    stat = path.stat()
+    return _size_of_config(cfg.name, str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _size_of_config(model: str, path: str, _size: int, _mtime_ns: int) -> ModelSize | None:
+    """The size counted from a cached config.json, once per file version; None (and one log line) when
+    the file is damaged or of another shape: the pre-flight names the file and its fix, and the estimate
+    falls back to the YAML's ``parameters``."""
     from streamgen.models.checkpoint_files import CheckpointFileError, read_json
 
     try:
-        return size_from_config(read_json(path, "download the checkpoint again"))
+        return size_from_config(read_json(Path(path), "download the checkpoint again"))
     except CheckpointFileError as exc:
-        log.warning("model %s: no size from config.json: %s", cfg.name, exc)
+        log.warning("model %s: no size from config.json: %s", model, exc)
     except (ValueError, TypeError, AttributeError, ZeroDivisionError) as exc:  # a field of another type
-        log.warning("model %s: no size from %s (%s: %s)", cfg.name, path, type(exc).__name__, exc)
+        log.warning("model %s: no size from %s (%s: %s)", model, path, type(exc).__name__, exc)
     return None
 
 
