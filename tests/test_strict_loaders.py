@@ -129,3 +129,20 @@ def test_diffusion_gemma_refuses_a_renamed_weight(tmp_path: Path) -> None:
     assert f"the checkpoint {folder} does not fit" in line
     assert f"2 missing ({old}, model.encoder.language_model.layers.0.mlp.up_proj.weight)" in line
     assert f"1 unexpected ({old.replace('up_proj', 'upproj')})" in line
+
+
+def test_a_decoder_is_not_built_over_a_tokenizer_without_a_chat_template(tmp_path: Path) -> None:
+    """What the pre-flight refuses is refused again where the decoder is built (a loader called directly)."""
+    from streamgen.config import ConfigError
+    from streamgen.models.registry import load_decoder
+
+    folder = saved(tmp_path / "llama", tiny_model("llama", seed=1))
+    meta = json.loads((folder / "tokenizer_config.json").read_text())
+    meta.pop("chat_template", None)
+    (folder / "tokenizer_config.json").write_text(json.dumps(meta))
+    (folder / "chat_template.jinja").unlink(missing_ok=True)
+    cfg = local("tiny-llama", "autoregressive", folder)
+    with pytest.raises(ConfigError, match="has no chat template"):
+        load_decoder(cfg)
+    base = load_decoder(ModelConfig(**{**cfg.__dict__, "chat_template_required": False}))
+    assert base.render([{"role": "user", "content": "hi"}])  # a base model: the plain transcript

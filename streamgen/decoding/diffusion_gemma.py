@@ -30,7 +30,7 @@ import torch
 from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import ConfigError, ModelConfig
 from streamgen.decoding.acceptance import Verification, accepted_length, draft_is_complete
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
+from streamgen.decoding.autoregressive import AutoregressiveDecoder, require_chat_template
 from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import verification_from_probs
@@ -346,6 +346,7 @@ def build_decoder(cfg: ModelConfig, model: Any, tokenizer: Any, device: str,
                   max_new_tokens: int) -> DiffusionGemmaDecoder:
     """A DiffusionGemma decoder over loaded weights; an autoregressive one renders and meters for it."""
     settings = dg_settings_from(dict(cfg.decoding))
+    require_chat_template(cfg, tokenizer)
     tc = model.config.get_text_config(decoder=True)
     text = AutoregressiveDecoder(model, tokenizer, max_new_tokens=max_new_tokens, device=device,
                                  max_context=cfg.max_context or tc.max_position_embeddings,
