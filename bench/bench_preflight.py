@@ -52,8 +52,9 @@ def build(cache: Path) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_known_args(argv)[0]
-    repeat = 3
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="warm calls after the first (best one shown)")
+    repeat = parser.parse_args(argv).repeat
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["HF_HUB_CACHE"] = tmp
         sizes = build(Path(tmp))
@@ -78,7 +79,6 @@ def main(argv: list[str] | None = None) -> None:
     print(f"tokenizer.json sizes (MB): {', '.join(f'{m} {b / 1e6:.1f}' for m, b in sizes.items())}")
     print(f"pre-flight of the six: first call {first:.2f} s, then best of {repeat} {min(warm):.2f} s")
     print("per model (warm): " + ", ".join(f"{m} {s:.2f} s" for m, s in per_model.items()))
-    del args
 
 
 if __name__ == "__main__":
