@@ -2,8 +2,9 @@
 
 Run by ``jobs.plan.plan_grid`` (so by ``--dry-run`` and at the start of every run). For each model
 with ``source: hub`` or ``source: local`` (tiny, scripted and packaged models have nothing to check
-here), :mod:`streamgen.models.checkpoints` says whether its snapshot is cached, whether its config builds the
-model, whether its weights fit one to one and whether its EOS and mask ids agree. A hub model's
+here), :mod:`streamgen.models.hub_cache` finds its snapshot and :mod:`streamgen.models.checkpoints` says
+whether its files are whole, whether its config builds the model (the families it can build), whether its
+weights fit one to one and whether its EOS, mask ids and chat template agree with its YAML. A hub model's
 configured revision (None: ``main``) is resolved to the snapshot's commit, and the model config the
 actors receive carries ``revision: <commit>``: the weights cannot change under the cell's fingerprint
 (``model.revision`` is in it) when the cache is refreshed mid-run. The commits go into every ``runs``
@@ -23,13 +24,19 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from streamgen.config import ConfigError, GridConfig, ModelConfig, model_config
-from streamgen.models.checkpoints import Snapshot, checkpoint_problems, find_snapshot, missing_snapshot_line
+from streamgen.models.checkpoints import checkpoint_problems
+from streamgen.models.hub_cache import (
+    Snapshot,
+    fetch_again,
+    find_snapshot,
+    local_folder,
+    missing_snapshot_line,
+)
 from streamgen.results.result_files import readable_files
 
 log = logging.getLogger(__name__)
 
 CHECKED_SOURCES = ("hub", "local")
-CHECKED_FAMILIES = ("autoregressive", "refusion", "bidirectional")  # whose model the pre-flight can build
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,8 @@ class Preflight:
 
 def _snapshot(cfg: ModelConfig) -> Snapshot | None:
     if cfg.source == "local":
-        return Snapshot(Path(cfg.path), None) if Path(cfg.path).is_dir() else None
+        folder = local_folder(cfg.path)
+        return Snapshot(folder, None) if folder.is_dir() else None
     return find_snapshot(cfg.path, cfg.revision)
 
 
@@ -59,10 +67,9 @@ def preflight(models: Mapping[str, ModelConfig]) -> Preflight:
         snap = _snapshot(cfg)
         if snap is None:
             problems.append(missing_snapshot_line(cfg) if cfg.source == "hub"
-                            else f"model {name}: folder {cfg.path} does not exist; fix path=")
+                            else f"model {name}: folder {local_folder(cfg.path)} does not exist; fix path=")
             continue
-        if cfg.family in CHECKED_FAMILIES:
-            problems.extend(checkpoint_problems(cfg, snap.folder))
+        problems.extend(checkpoint_problems(cfg, snap.folder, fetch_again(cfg)))
         if snap.commit is not None:
             snapshots[name] = snap.commit
             pinned[name] = dataclasses.replace(cfg, revision=snap.commit)

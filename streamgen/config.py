@@ -66,7 +66,9 @@ POLICIES = ("every", "latest", "every_k", "cap")
 LIVE_POLICIES = ("every", "latest", "every_k")
 TYPIST_PRESETS = ("desktop", "mobile")  # streamgen.timing.typists.PRESETS (docs/typists.md)
 DEVICE_NAMES = ("a100-80gb", "a6000", "h100", "h200", "cpu")  # streamgen.sizing.devices.DEVICES' keys
-ESTIMATE_ONLY_MODEL_FIELDS = ("parameters", "layers")  # ModelConfig fields no result depends on  # a draft cap changes decoding itself: post hoc only
+# ModelConfig fields no result depends on: the estimate's sizes, and what only the pre-flight checks
+# (the rendered request depends on the tokenizer's template, which the snapshot commit pins).
+ESTIMATE_ONLY_MODEL_FIELDS = ("parameters", "layers", "chat_template_required")
 
 
 class ConfigError(ValueError):
@@ -125,6 +127,9 @@ class ModelConfig:
     # card's parameter count and layer count. They change no result: not in shard ids or fingerprints.
     parameters: int | None = None
     layers: int | None = None
+    # The pre-flight refuses a hub / local checkpoint whose tokenizer has no chat template (its requests would
+    # silently become a plain transcript); false for a base model. Checked only: no result depends on it.
+    chat_template_required: bool = True
 
     @property
     def row_model(self) -> str:

@@ -20,7 +20,10 @@ from typing import Any
 FIXTURES = Path(__file__).parent / "fixtures" / "checkpoints"
 STUDY_MODELS = ("llada-8b", "dream-7b", "refusion-8b", "llama-3.1-8b-instruct", "qwen3-8b", "gemma-3-12b-it")
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-BYTES = {"BF16": 2, "F32": 4}
+BYTES = {"BF16": 2, "F32": 4, "I8": 1}
+# Every study model is an instruct model rendered with its chat template (the fixtures carry its special
+# tokens, not its template): a one-line ChatML template stands in for each.
+CHAT_TEMPLATE = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
 
 
 def fixture(model: str) -> dict[str, Any]:
@@ -47,14 +50,16 @@ def weight_shapes(fx: dict[str, Any], config: dict[str, Any]) -> dict[str, tuple
     return out
 
 
-def write_safetensors(path: Path, shapes: dict[str, tuple[int, ...]], dtype: str = "BF16") -> None:
-    """A valid safetensors file whose data is an unwritten (sparse) region of the right length."""
+def write_safetensors(path: Path, shapes: dict[str, tuple[int, ...]], dtype: str = "BF16",
+                      dtypes: dict[str, str] | None = None) -> None:
+    """A valid safetensors file whose data is an unwritten (sparse) region of the right length
+    (``dtypes``: per-tensor dtypes in place of ``dtype``)."""
     header, offset = {}, 0
     for name, shape in shapes.items():
-        n = BYTES[dtype]
+        n = BYTES[(dtypes or {}).get(name, dtype)]
         for d in shape:
             n *= d
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + n]}
+        header[name] = {"dtype": (dtypes or {}).get(name, dtype), "shape": list(shape), "data_offsets": [offset, offset + n]}
         offset += n
     blob = json.dumps(header).encode()
     blob += b" " * (-len(blob) % 8)
@@ -76,7 +81,7 @@ def write_snapshot(cache: Path, model: str, *, config: dict[str, Any] | None = N
     (repo / "refs").mkdir(exist_ok=True)
     (repo / "refs" / "main").write_text(commit)
     (folder / "config.json").write_text(json.dumps(config))
-    (folder / "tokenizer_config.json").write_text(json.dumps(fx["tokenizer"]))
+    (folder / "tokenizer_config.json").write_text(json.dumps({**fx["tokenizer"], "chat_template": CHAT_TEMPLATE}))
     n = fx["shards"]
     files = [f"model-{k + 1:05d}-of-{n:05d}.safetensors" for k in range(n)]
     weight_map = {name: files[k % n] for k, name in enumerate(sorted(shapes))}

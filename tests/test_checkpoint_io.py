@@ -77,7 +77,7 @@ def test_a_float32_checkpoint_is_rounded_once_per_tensor_to_bf16(tmp_path: Path,
 def test_a_shard_the_index_names_but_the_folder_lacks_names_the_fix(tmp_path: Path) -> None:
     sharded_checkpoint(tmp_path, _llada_checkpoint(SPEC, torch.Generator().manual_seed(7)))
     (tmp_path / "model-00002-of-00002.safetensors").unlink()
-    with pytest.raises(CheckpointError, match=r"model-00002-of-00002.*huggingface-cli download"):
+    with pytest.raises(CheckpointError, match=r"model-00002-of-00002.*hf download"):
         load_bidir_checkpoint("llada", tmp_path, dtype=torch.float32)
 
 

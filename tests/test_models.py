@@ -111,7 +111,7 @@ def test_uncached_hub_id_fails_offline_without_downloading(monkeypatch, tmp_path
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     cfg = ModelConfig(name="x", source="hub", path="streamgen-test/definitely-not-cached")
-    with pytest.raises(weights.ModelLoadError, match="huggingface-cli download"):
+    with pytest.raises(weights.ModelLoadError, match="hf download"):
         weights.load_model_and_tokenizer(cfg)
     assert not any(p.suffix in (".safetensors", ".bin") for p in tmp_path.rglob("*"))
 

@@ -115,7 +115,7 @@ def test_a_missing_shard_is_named_with_the_fix(cache: Path) -> None:
     folder = write_snapshot(cache, "qwen3-8b")
     (folder / "model-00002-of-00005.safetensors").unlink()
     (line,) = preflight({"qwen3-8b": model_config("qwen3-8b")}).problems
-    assert "model-00002-of-00005.safetensors" in line and "download the snapshot again" in line
+    assert "model-00002-of-00005.safetensors" in line and "download it again: hf download Qwen/Qwen3-8B" in line
 
 
 def test_a_wrong_mask_id_disagrees_with_config_and_tokenizer(cache: Path) -> None:

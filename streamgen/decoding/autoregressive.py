@@ -340,9 +340,20 @@ def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
     return ids
 
 
+def require_chat_template(cfg: ModelConfig, tokenizer: Any) -> None:
+    """Refuse a hub / local checkpoint whose tokenizer has no chat template unless its YAML says
+    ``chat_template_required: false``: its requests would otherwise become a plain transcript without a
+    word (the pre-flight says the same before a run: streamgen.models.checkpoint_tokens)."""
+    if cfg.source in ("hub", "local") and cfg.chat_template_required and not getattr(tokenizer, "chat_template", None):
+        raise ConfigError([f"model {cfg.name}: the tokenizer of {cfg.path} has no chat template; download the "
+                           "instruct checkpoint's tokenizer files again, or set chat_template_required: false in "
+                           f"configs/models/{cfg.name}.yaml for a base model"], "no chat template")
+
+
 def build_decoder(cfg: ModelConfig, model: Any, tokenizer: Any, device: str,
                   max_new_tokens: int) -> AutoregressiveDecoder:
     """An autoregressive decoder over loaded weights, with ``cfg``'s context, chat template and system prompt."""
+    require_chat_template(cfg, tokenizer)
     return AutoregressiveDecoder(model, tokenizer, max_new_tokens=max_new_tokens, device=device,
                                  max_context=cfg.max_context, chat_template_kwargs=cfg.chat_template_kwargs,
                                  system_prompt=cfg.system_prompt)

@@ -363,20 +363,26 @@ def load_bidir_checkpoint(arch: BidirArch, folder: str | Path, *, dtype: torch.d
         tensors = checkpoint_tensors(folder)
     except CheckpointReadError as exc:
         raise CheckpointError(str(exc)) from exc
-    names = {name: map_parameter_name(arch, name) for name in tensors}
-    check_checkpoint_fits(model, {names[k]: info.shape for k, info in tensors.items()})
-    read_into(model, tensors, names, device=device, dtype=dtype)
+    try:
+        names = {name: map_parameter_name(arch, name) for name in tensors}
+        check_checkpoint_fits(model, {names[k]: info.shape for k, info in tensors.items()})
+        read_into(model, tensors, names, device=device, dtype=dtype)
+    except (CheckpointError, CheckpointReadError) as exc:  # named with the folder: an actor's log says which
+        raise CheckpointError(f"{folder}: {exc}") from exc
     assert not still_on_meta(model), still_on_meta(model)  # check_checkpoint_fits named every parameter
     return model.eval()
 
 
 def resolve_checkpoint_folder(path: str, revision: str | None, source: str) -> Path:
-    """A local folder for ``path``: itself for ``source=local``; the hub snapshot for ``source=hub``.
+    """A local folder for ``path``: itself (``~`` and ``$VAR`` expanded) for ``source=local``; the hub
+    snapshot for ``source=hub``.
 
     The hub is only contacted because the user configured a hub id (docs/design.md, 'Principles').
     """
     if source == "local":
-        return Path(path)
+        from streamgen.models.hub_cache import local_folder
+
+        return local_folder(path)
     from huggingface_hub import snapshot_download
 
     return Path(snapshot_download(path, revision=revision))

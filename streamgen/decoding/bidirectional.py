@@ -54,7 +54,7 @@ from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.over_text import OverText
 from streamgen.models.rope import cast_keeping_rope_float32
-from streamgen.models.weights import LoadedModel, load_model_and_tokenizer, torch_dtype
+from streamgen.models.weights import LoadedModel, ModelLoadError, load_model_and_tokenizer, torch_dtype
 from streamgen.requests.chat import Message
 
 log = logging.getLogger(__name__)
@@ -328,6 +328,7 @@ def load_weights(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
     a hub id or folder → the checkpoint mapped into :class:`BidirLM` (hub code only with
     ``trust_remote_code: true``)."""
     from streamgen.decoding.bidir_models import (
+        CheckpointError,
         load_bidir_checkpoint,
         load_checkpoint_tokenizer,
         resolve_checkpoint_folder,
@@ -356,7 +357,10 @@ def load_weights(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
     if arch not in BIDIR_ARCHS:
         raise ConfigError([f"model {cfg.name}: decoding.style={arch!r} must be llada or dream"])
     folder = resolve_checkpoint_folder(cfg.path, cfg.revision, cfg.source)
-    model = load_bidir_checkpoint(arch, folder, dtype=dtype, device=device)  # type: ignore[arg-type]
+    try:
+        model = load_bidir_checkpoint(arch, folder, dtype=dtype, device=device)  # type: ignore[arg-type]
+    except CheckpointError as exc:
+        raise ModelLoadError([f"model {cfg.name}: {exc}"], "checkpoint does not fit its config") from exc
     return LoadedModel(model, load_checkpoint_tokenizer(folder))
 
 

@@ -30,13 +30,21 @@ import torch
 from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import ConfigError, ModelConfig
 from streamgen.decoding.acceptance import Verification, accepted_length, draft_is_complete
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
+from streamgen.decoding.autoregressive import AutoregressiveDecoder, require_chat_template
 from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.over_text import OverText
+from streamgen.models.hub_cache import local_folder
 from streamgen.models.rope import cast_keeping_rope_float32
-from streamgen.models.weights import LoadedModel, ModelLoadError, load_model_and_tokenizer, torch_dtype
+from streamgen.models.weights import (
+    LoadedModel,
+    ModelLoadError,
+    load_model_and_tokenizer,
+    not_cached_line,
+    strict_from_pretrained,
+    torch_dtype,
+)
 from streamgen.requests.chat import Message
 
 log = logging.getLogger(__name__)
@@ -324,13 +332,13 @@ def load_weights(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
         raise ConfigError([f"model {cfg.name}: diffusion_gemma loads from source hub, local or tiny, not {cfg.source}"])
     from transformers import AutoTokenizer, DiffusionGemmaForBlockDiffusion
 
+    path = local_folder(cfg.path) if cfg.source == "local" else cfg.path
     try:
-        tok = AutoTokenizer.from_pretrained(cfg.path, revision=cfg.revision)
-        model = DiffusionGemmaForBlockDiffusion.from_pretrained(cfg.path, dtype=dtype, revision=cfg.revision or "main")
+        tok = AutoTokenizer.from_pretrained(path, revision=cfg.revision)
+        model = strict_from_pretrained(DiffusionGemmaForBlockDiffusion, path, cfg, dtype=dtype,
+                                       revision=cfg.revision or "main")
     except OSError as exc:
-        raise ModelLoadError([f"model {cfg.name}: cannot read {cfg.path} ({str(exc).splitlines()[0]}); "
-                                     "download it once where the network is reachable (huggingface-cli download "
-                                     "ID) and point HF_HOME at that cache"], "model not found") from exc
+        raise ModelLoadError([not_cached_line(cfg, path, exc)], "model not found") from exc
     return LoadedModel(model.to(device).eval(), tok)  # type: ignore[arg-type]  # transformers stub quirk
 
 
@@ -338,6 +346,7 @@ def build_decoder(cfg: ModelConfig, model: Any, tokenizer: Any, device: str,
                   max_new_tokens: int) -> DiffusionGemmaDecoder:
     """A DiffusionGemma decoder over loaded weights; an autoregressive one renders and meters for it."""
     settings = dg_settings_from(dict(cfg.decoding))
+    require_chat_template(cfg, tokenizer)
     tc = model.config.get_text_config(decoder=True)
     text = AutoregressiveDecoder(model, tokenizer, max_new_tokens=max_new_tokens, device=device,
                                  max_context=cfg.max_context or tc.max_position_embeddings,

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
+from streamgen.models.hub_cache import DOWNLOAD_CLI
+
 INDEX_FILE = "model.safetensors.index.json"
 
 
@@ -41,7 +43,8 @@ def checkpoint_tensors(folder: str | Path) -> dict[str, TensorInfo]:
     """Every tensor name of the checkpoint in ``folder`` → its shard and shape; headers only.
 
     The shards are those of ``model.safetensors.index.json`` when the folder has one (a shard it
-    names but the folder lacks is an error), else every ``*.safetensors`` file of the folder.
+    names but the folder lacks is an error), else every ``*.safetensors`` file of the folder; a tensor
+    in two shards is an error.
     """
     folder = Path(folder)
     files = _shard_files(folder)
@@ -49,6 +52,9 @@ def checkpoint_tensors(folder: str | Path) -> dict[str, TensorInfo]:
     for file in files:
         with safe_open(str(file), framework="pt") as handle:
             for name in handle.keys():
+                if name in out:  # which copy a loader reads would depend on the order of the files
+                    raise CheckpointReadError(f"{folder}: tensor {name} is in both {out[name].file.name} and "
+                                              f"{file.name}; download the checkpoint again")
                 out[name] = TensorInfo(file, tuple(handle.get_slice(name).get_shape()))
     return out
 
@@ -60,12 +66,12 @@ def _shard_files(folder: Path) -> list[Path]:
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
             raise CheckpointReadError(f"{folder}: shards {missing} named by {INDEX_FILE} are missing; the "
-                                      "download was interrupted: run `huggingface-cli download <id>` again")
+                                      f"download was interrupted: run `{DOWNLOAD_CLI} <id>` again")
         return [folder / n for n in names]
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise CheckpointReadError(f"no *.safetensors files in {folder}: download the checkpoint with "
-                                  "`huggingface-cli download <id> --local-dir DIR` and set path: DIR")
+                                  f"`{DOWNLOAD_CLI} <id> --local-dir DIR` and set path: DIR")
     return files
 
 
@@ -82,7 +88,8 @@ def parameters_on_meta(device: str | torch.device) -> Iterator[None]:
 def read_into(model: torch.nn.Module, tensors: Mapping[str, TensorInfo], names: Mapping[str, str], *,
               device: str | torch.device, dtype: torch.dtype) -> None:
     """Read checkpoint tensor ``c`` for every ``names[c]`` = parameter name of ``model`` to ``device``,
-    cast floating tensors to ``dtype`` one at a time, and assign each in place of the parameter."""
+    cast it to ``dtype`` and assign it in place of the parameter, one at a time (an integer or quantised
+    tensor is refused: every parameter here is float)."""
     by_file: dict[Path, list[str]] = {}
     for name in names:
         by_file.setdefault(tensors[name].file, []).append(name)
@@ -90,9 +97,10 @@ def read_into(model: torch.nn.Module, tensors: Mapping[str, TensorInfo], names: 
         with safe_open(str(file), framework="pt", device=str(device)) as handle:
             for name in wanted:
                 tensor = handle.get_tensor(name)
-                if tensor.is_floating_point():
-                    tensor = tensor.to(dtype)
-                assign_parameter(model, names[name], tensor)
+                if not tensor.is_floating_point():  # an integer / quantised tensor would be cast or run as is
+                    raise CheckpointReadError(f"{file}: tensor {name} is {tensor.dtype}, not a float dtype; the "
+                                              "loaders read float safetensors only: use the checkpoint's bf16 release")
+                assign_parameter(model, names[name], tensor.to(dtype))
 
 
 def assign_parameter(model: torch.nn.Module, name: str, tensor: torch.Tensor) -> None:

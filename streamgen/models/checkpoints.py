@@ -1,15 +1,19 @@
-"""A checkpoint's facts read without its tensors: where its snapshot is, and whether it fits the model.
+"""A checkpoint's facts read without its tensors: whether its files are whole and whether it fits the model.
 
-For one hub id or local folder, without the network and without reading tensor data:
+For one hub snapshot or local folder (:mod:`streamgen.models.hub_cache` finds it), without the network and
+without reading tensor data, :func:`checkpoint_problems` says:
 
-- :func:`find_snapshot`: the snapshot folder and commit the configured revision (None: ``main``)
-  points to in the local Hugging Face cache (``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
-  ``~/.cache/huggingface/hub``; layout ``models--org--name/refs/<rev>`` + ``snapshots/<commit>/``);
-- :func:`checkpoint_problems`: ``config.json`` builds the project's model on the meta device; the
-  weight names of the safetensors index (or the single files' headers) map one to one onto its
-  parameters with equal shapes (bidirectional: :func:`~streamgen.decoding.bidir_models.map_parameter_name`;
-  transformers models: the renaming transformers applies on load); every shard the index names
-  exists; the tokenizer's EOS and mask ids agree with the config and the model YAML.
+- whether each file the loaders will read is whole (:mod:`streamgen.models.checkpoint_files`): config.json,
+  generation_config.json, the safetensors index and headers (against each shard's length), the tokenizer
+  files; a damaged one is one line naming the file and the fix, and ends that model's check;
+- whether the weight map is what the loader will use: each tensor in the shard the index names, none in
+  two shards, an index where transformers needs one;
+- whether ``config.json`` builds the project's model on the meta device and the weights map one to one onto
+  its parameters with equal shapes and a float dtype (bidirectional:
+  :func:`~streamgen.decoding.bidir_models.map_parameter_name`; transformers models: the renaming
+  transformers applies on load);
+- whether the tokenizer's EOS and mask ids agree with the config and the model YAML, and whether it has the
+  chat template the YAML requires (:mod:`streamgen.models.checkpoint_tokens`).
 
 Each problem is one line naming the model, the cause and the fix (``jobs/preflight.py`` collects them
 for a grid). A multimodal Gemma-3 checkpoint is checked as its text model: ``vision_tower.*`` and
@@ -18,112 +22,32 @@ for a grid). A multimodal Gemma-3 checkpoint is checked as its text model: ``vis
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import struct
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from streamgen.config import ModelConfig
+from streamgen.models.checkpoint_files import (
+    FLOAT_DTYPES,
+    INDEX_FILE,
+    SINGLE_FILE,
+    CheckpointFileError,
+    StoredWeights,
+    few,
+    read_json,
+    stored_weights,
+)
+from streamgen.models.checkpoint_tokens import id_field, token_problems, tokenizer_facts
 
-# Gated on the hub (licence to accept, token to set): the model cards of meta-llama/* ("You need to
-# agree to share your contact information to access this model") and google/gemma-* ("Acknowledge
-# license"); see docs/cluster.md.
-GATED_PREFIXES = ("meta-llama/", "google/gemma-")
+BUILT_FAMILIES = ("autoregressive", "refusion", "bidirectional")  # whose model the pre-flight can build
+TRANSFORMERS_FAMILIES = ("autoregressive", "refusion", "diffusion_gemma")  # loaded by from_pretrained
+
 MULTIMODAL_EXTRAS = ("vision_tower.", "multi_modal_projector.")
 # the text weights of a Gemma3ForConditionalGeneration checkpoint (as published; as transformers 5 names them)
 _TEXT_PREFIXES = (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."),
                   ("model.language_model.", "model."))
-_SHOWN = 3  # names shown per problem line
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A checkpoint folder on disk; ``commit`` is the hub snapshot's hash (None for a local folder)."""
-
-    folder: Path
-    commit: str | None
-
-
-def hub_cache_dir() -> Path:
-    """The Hugging Face hub cache this process would read (read from the environment on each call)."""
-    if cache := os.environ.get("HF_HUB_CACHE"):
-        return Path(cache)
-    home = os.environ.get("HF_HOME") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "huggingface"
-    return Path(home) / "hub"
-
-
-def is_gated(repo_id: str) -> bool:
-    return repo_id.startswith(GATED_PREFIXES)
-
-
-def download_command(repo_id: str, revision: str | None) -> str:
-    """The command that puts ``repo_id`` into the cache (``hf`` is huggingface_hub's CLI)."""
-    return f"hf download {repo_id}" + (f" --revision {revision}" if revision else "")
-
-
-def find_snapshot(repo_id: str, revision: str | None) -> Snapshot | None:
-    """The cached snapshot of ``repo_id`` at ``revision`` (a branch, tag or commit; None: main), or None."""
-    repo = hub_cache_dir() / f"models--{repo_id.replace('/', '--')}"
-    rev = revision or "main"
-    ref = repo / "refs" / rev
-    commit = ref.read_text().strip() if ref.is_file() else rev if re.fullmatch(r"[0-9a-f]{40}", rev) else None
-    if commit is None or not (repo / "snapshots" / commit / "config.json").is_file():
-        return None
-    return Snapshot(repo / "snapshots" / commit, commit)
-
-
-def missing_snapshot_line(cfg: ModelConfig) -> str:
-    """The one problem line of a hub checkpoint absent from the cache: where it looked, how to get it."""
-    line = (f"model {cfg.name}: {cfg.path} (revision {cfg.revision or 'main'}) is not in the Hugging Face cache "
-            f"{hub_cache_dir()}; download it where the network is reachable: {download_command(cfg.path, cfg.revision)}")
-    if is_gated(cfg.path):
-        line += (f" (gated: accept its licence at https://huggingface.co/{cfg.path} and log in first: "
-                 "hf auth login, or set HF_TOKEN)")
-    return line + "; then point HF_HOME or HF_HUB_CACHE at that cache, or set path: to a local folder with source: local"
-
-
-# --------------------------------------------------------------------------------------------
-# What the checkpoint holds: names and shapes from the index and the safetensors headers
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StoredWeights:
-    """Weight name → shape (None when its shard is missing), and the shard files that are missing."""
-
-    shapes: Mapping[str, tuple[int, ...] | None]
-    missing_files: tuple[str, ...]
-
-
-def safetensors_header(path: Path) -> dict[str, Any]:
-    """The JSON header of a ``.safetensors`` file (8-byte little-endian length, then JSON); no tensor data."""
-    with path.open("rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-    header.pop("__metadata__", None)
-    return header
-
-
-def stored_weights(folder: Path) -> StoredWeights:
-    """The names and shapes a checkpoint folder holds: through ``model.safetensors.index.json`` when
-    there is one (every shard it names must exist), else every ``*.safetensors`` file's header."""
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        weight_map: dict[str, str] = json.loads(index.read_text())["weight_map"]
-        files = sorted(set(weight_map.values()))
-    else:
-        weight_map, files = {}, sorted(p.name for p in folder.glob("*.safetensors"))
-    missing = tuple(f for f in files if not (folder / f).is_file())
-    shapes: dict[str, tuple[int, ...] | None] = dict.fromkeys(weight_map)
-    for name in files:
-        if name not in missing:
-            shapes.update({k: tuple(v["shape"]) for k, v in safetensors_header(folder / name).items()})
-    return StoredWeights(shapes, missing)
 
 
 # --------------------------------------------------------------------------------------------
@@ -196,17 +120,8 @@ def _transformers_rename(model: Any, shapes: Mapping[str, Any], multimodal: bool
 # --------------------------------------------------------------------------------------------
 
 
-def _few(names: Iterable[str]) -> str:
-    names = sorted(names)
-    return ", ".join(names[:_SHOWN]) + (f" (+{len(names) - _SHOWN} more)" if len(names) > _SHOWN else "")
-
-
-def weight_problems(model: str, stored: StoredWeights, expected: ExpectedWeights) -> list[str]:
-    """Names missing, left over or of another shape; shard files the index names that are absent."""
-    p: list[str] = []
-    if stored.missing_files:
-        p.append(f"model {model}: the safetensors index names shard files that are not there: "
-                 f"{_few(stored.missing_files)}; download the snapshot again (an interrupted download)")
+def _mapped(stored: StoredWeights, expected: ExpectedWeights) -> tuple[dict[str, str], list[str]]:
+    """Checkpoint name → parameter name for every stored weight, and the names that map nowhere."""
     mapped: dict[str, str] = {}
     unmappable: list[str] = []
     for name in stored.shapes:
@@ -216,80 +131,55 @@ def weight_problems(model: str, stored: StoredWeights, expected: ExpectedWeights
             mapped[name] = expected.rename(name)
         except ValueError:
             unmappable.append(name)
-    targets = set(mapped.values())
-    missing = set(expected.shapes) - targets - expected.optional
+    return mapped, unmappable
+
+
+def weight_problems(model: str, stored: StoredWeights, expected: ExpectedWeights) -> list[str]:
+    """Names missing, left over, filled twice or of another shape; weights in a dtype the loaders would
+    not cast losslessly (integer or quantised where the model's parameters are float)."""
+    mapped, unmappable = _mapped(stored, expected)
+    missing = set(expected.shapes) - set(mapped.values()) - expected.optional
     left = [n for n, t in mapped.items() if t not in expected.shapes] + unmappable
     wrong = [f"{n} {stored.shapes[n]} vs {expected.shapes[t]}" for n, t in mapped.items()
              if t in expected.shapes and stored.shapes[n] is not None and stored.shapes[n] != expected.shapes[t]]
     twice = [t for t, n in Counter(mapped.values()).items() if n > 1]
+    quantised = [f"{n} {stored.dtypes[n]}" for n in mapped if stored.dtypes.get(n, "BF16") not in FLOAT_DTYPES]
     fix = "check that config.json and the weights belong to the same checkpoint (or set trust_remote_code: true)"
+    p: list[str] = []
     if twice:
-        p.append(f"model {model}: {len(twice)} parameters get more than one checkpoint weight: {_few(twice)}; {fix}")
+        p.append(f"model {model}: {len(twice)} parameters get more than one checkpoint weight: {few(twice)}; {fix}")
     if missing:
-        p.append(f"model {model}: {len(missing)} parameters have no weight in the checkpoint: {_few(missing)}; {fix}")
+        p.append(f"model {model}: {len(missing)} parameters have no weight in the checkpoint: {few(missing)}; {fix}")
     if left:
-        p.append(f"model {model}: {len(left)} checkpoint weights map onto no parameter: {_few(left)}; {fix}")
+        p.append(f"model {model}: {len(left)} checkpoint weights map onto no parameter: {few(left)}; {fix}")
     if wrong:
-        p.append(f"model {model}: {len(wrong)} weights have another shape (checkpoint vs model): {_few(wrong)}; {fix}")
+        p.append(f"model {model}: {len(wrong)} weights have another shape (checkpoint vs model): {few(wrong)}; {fix}")
+    if quantised:
+        p.append(f"model {model}: {len(quantised)} weights are integer or quantised where the model's parameters "
+                 f"are float: {few(quantised)}; the loaders read float (F32 / F16 / BF16) safetensors only and "
+                 "support no quantisation: use the checkpoint's bf16 release")
     return p
 
 
-@dataclass(frozen=True)
-class TokenizerFacts:
-    """What a checkpoint's tokenizer files say about special tokens: id → text, and the EOS text."""
-
-    added: Mapping[int, str]
-    eos_token: str | None
-
-    @property
-    def eos_id(self) -> int | None:
-        return next((i for i, text in self.added.items() if text == self.eos_token), None)
+def needs_index(cfg: ModelConfig, raw: dict[str, Any]) -> bool:
+    """Whether ``cfg``'s loader is transformers' ``from_pretrained`` (which finds shards through the index
+    only); a multimodal Gemma-3 is read by :mod:`streamgen.models.gemma3_text`, which finds them itself."""
+    multimodal_gemma3 = raw.get("model_type") == "gemma3" and isinstance(raw.get("text_config"), dict)
+    return (cfg.family in TRANSFORMERS_FAMILIES or cfg.trust_remote_code) and not multimodal_gemma3
 
 
-def tokenizer_facts(folder: Path) -> TokenizerFacts | None:
-    """The added tokens of ``tokenizer_config.json`` and ``tokenizer.json`` (None: neither file)."""
-    meta_path, fast_path = folder / "tokenizer_config.json", folder / "tokenizer.json"
-    if not meta_path.is_file() and not fast_path.is_file():
-        return None
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-    added = {int(i): t["content"] for i, t in meta.get("added_tokens_decoder", {}).items()}
-    if fast_path.is_file():
-        added.update({int(t["id"]): t["content"] for t in json.loads(fast_path.read_text()).get("added_tokens", [])})
-    eos = meta.get("eos_token")
-    return TokenizerFacts(added, eos.get("content") if isinstance(eos, dict) else eos)
-
-
-def _ids(value: Any) -> set[int]:
-    if value is None:
-        return set()
-    return {int(v) for v in value} if isinstance(value, (list, tuple)) else {int(value)}
-
-
-def token_problems(cfg: ModelConfig, raw: dict[str, Any], tok: TokenizerFacts | None) -> list[str]:
-    """The tokenizer's EOS against ``config.json`` / the YAML's ``eos_token_ids``; the YAML's
-    ``mask_token_id`` against ``config.json`` and the token the tokenizer has at that id."""
-    text = raw.get("text_config") or raw
-    decoding = dict(cfg.decoding)
-    yaml_file = f"configs/models/{cfg.name}.yaml"
-    p: list[str] = []
-    eos_ids = _ids(text.get("eos_token_id", raw.get("eos_token_id"))) | _ids(decoding.get("eos_token_ids"))
-    if tok is None:
-        return [f"model {cfg.name}: no tokenizer_config.json or tokenizer.json in the checkpoint; download it again"]
-    if tok.eos_id is not None and eos_ids and tok.eos_id not in eos_ids:
-        p.append(f"model {cfg.name}: the tokenizer's EOS {tok.eos_token!r} is id {tok.eos_id}, not among the "
-                 f"config's / YAML's EOS ids {sorted(eos_ids)}; set decoding.eos_token_ids in {yaml_file}")
-    mask = decoding.get("mask_token_id")
-    if mask is None:
-        return p
-    in_config = raw.get("mask_token_id", text.get("mask_token_id"))
-    if in_config is not None and int(in_config) != int(mask):
-        p.append(f"model {cfg.name}: decoding.mask_token_id {mask} but config.json says mask_token_id {in_config}; "
-                 f"set decoding.mask_token_id: {in_config} in {yaml_file}")
-    at_id = tok.added.get(int(mask))
-    if at_id is None or "mask" not in at_id.lower():
-        masks = {i: t for i, t in tok.added.items() if "mask" in t.lower()}
-        p.append(f"model {cfg.name}: decoding.mask_token_id {mask} is {at_id!r} in the tokenizer, not a mask token "
-                 f"(its mask tokens: {masks or 'none'}); fix decoding.mask_token_id in {yaml_file}")
+def file_problems(cfg: ModelConfig, folder: Path, stored: StoredWeights, fetch: str, index_needed: bool) -> list[str]:
+    """The files themselves: shards the index names that are absent, where the index and the shards
+    disagree, and a sharded checkpoint without the index a transformers loader needs."""
+    p = [f"model {cfg.name}: {finding}; {fetch}" for finding in stored.findings]
+    if stored.missing_files:
+        p.insert(0, f"model {cfg.name}: {folder / INDEX_FILE} names shard files that are not there: "
+                    f"{few(stored.missing_files)} (an interrupted download); {fetch}")
+    if not stored.files:
+        p.append(f"model {cfg.name}: no *.safetensors weights in {folder}; {fetch}")
+    if index_needed and not stored.indexed and stored.files and list(stored.files) != [SINGLE_FILE]:
+        p.append(f"model {cfg.name}: {folder} holds {few(stored.files)} but no {INDEX_FILE}: transformers reads "
+                 f"only {SINGLE_FILE} or the shards its index names; {fetch}")
     return p
 
 
@@ -299,17 +189,35 @@ def _expected(cfg: ModelConfig, folder: Path, raw: dict[str, Any]) -> ExpectedWe
     return causal_lm_expected(folder, cfg.trust_remote_code)
 
 
-def checkpoint_problems(cfg: ModelConfig, folder: Path) -> list[str]:
-    """Every problem of the checkpoint in ``folder`` for model ``cfg`` (empty: it fits), one line each."""
-    cfg_path = folder / "config.json"
-    if not cfg_path.is_file():
-        return [f"model {cfg.name}: {cfg_path} is missing; download the checkpoint again or fix path:"]
-    raw = json.loads(cfg_path.read_text())
+def _build_problems(cfg: ModelConfig, folder: Path, raw: dict[str, Any], stored: StoredWeights) -> list[str]:
+    """The model built from ``config.json`` on the meta device, and the stored weights against it."""
+    from huggingface_hub.errors import StrictDataclassError  # transformers 5's configs validate each field
+
     try:
         expected = _expected(cfg, folder, raw)
-    except (ValueError, KeyError, TypeError, OSError) as exc:  # unknown model type, custom code, missing key
+    except (ValueError, KeyError, TypeError, AttributeError, OSError, StrictDataclassError) as exc:  # unknown
+        # model type, custom code, a key missing, a field of another type
         cause = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return [f"model {cfg.name}: {cfg_path} does not build the project's {cfg.family} model ({cause[:200]}); "
-                "use a checkpoint of a supported architecture, or set trust_remote_code: true in its YAML"]
-    return weight_problems(cfg.name, stored_weights(folder), expected) + \
-        token_problems(cfg, raw, tokenizer_facts(folder))
+        return [f"model {cfg.name}: {folder / 'config.json'} does not build the project's {cfg.family} model "
+                f"({cause[:200]}); use a checkpoint of a supported architecture, or set trust_remote_code: true "
+                "in its YAML"]
+    return weight_problems(cfg.name, stored, expected)
+
+
+def checkpoint_problems(cfg: ModelConfig, folder: Path, fetch: str = "download the checkpoint again") -> list[str]:
+    """Every problem of the checkpoint in ``folder`` for model ``cfg`` (empty: it fits), one line each;
+    ``fetch`` says how to get its files again. A damaged file is one line and ends the check."""
+    cfg_path = folder / "config.json"
+    if not cfg_path.is_file():
+        return [f"model {cfg.name}: {folder} has no config.json; {fetch}"]
+    try:
+        raw = read_json(cfg_path, fetch)
+        if (gen := folder / "generation_config.json").is_file():
+            id_field(gen, read_json(gen, fetch), "eos_token_id", fetch)
+        stored = stored_weights(folder, fetch)
+        problems = file_problems(cfg, folder, stored, fetch, needs_index(cfg, raw))
+        if cfg.family in BUILT_FAMILIES:
+            problems += _build_problems(cfg, folder, raw, stored)
+        return problems + token_problems(cfg, cfg_path, raw, tokenizer_facts(folder, fetch), fetch)
+    except CheckpointFileError as exc:
+        return [f"model {cfg.name}: {exc}"]

@@ -64,6 +64,41 @@ class ModelLoadError(ConfigError):
     """The configured weights could not be found or read; the message names what to install or set."""
 
 
+def not_cached_line(cfg: ModelConfig, path: str | Path, exc: OSError) -> str:
+    """The one line of a checkpoint transformers could not read: the cause and the download command."""
+    from streamgen.models.hub_cache import download_command
+
+    return (f"model {cfg.name}: cannot read {path} ({str(exc).splitlines()[0]}); for a hub id, download it once "
+            f"where the network is reachable ({download_command(cfg.path, cfg.revision)}) and point HF_HOME "
+            "or HF_HUB_CACHE at that cache")
+
+
+def strict_from_pretrained(model_class: Any, path: str | Path, cfg: ModelConfig, **kwargs: Any) -> Any:
+    """``model_class.from_pretrained(path, **kwargs)`` that refuses a checkpoint whose weights are missing,
+    unexpected or of another shape, naming it; transformers itself only prints a report and leaves the
+    missing weights at their random initialisation."""
+    try:
+        model, info = model_class.from_pretrained(path, output_loading_info=True, **kwargs)
+    except RuntimeError as exc:  # transformers raises on a shape mismatch (ignore_mismatched_sizes=False)
+        if "mismatch" not in str(exc):
+            raise
+        raise _does_not_fit(cfg, path, [f"of another shape ({str(exc).splitlines()[0][:200]})"]) from exc
+    kinds = {"missing": info.get("missing_keys"), "unexpected": info.get("unexpected_keys"),
+             "of another shape": info.get("mismatched_keys"), "unloadable": info.get("error_msgs")}
+    found = [f"{len(v)} {kind} ({', '.join(sorted(map(str, v))[:3])})" for kind, v in kinds.items() if v]
+    if found:
+        raise _does_not_fit(cfg, path, found)
+    return model
+
+
+def _does_not_fit(cfg: ModelConfig, path: str | Path, found: list[str]) -> ModelLoadError:
+    where = f"{path}" + (f" (revision {cfg.revision})" if cfg.revision and cfg.source == "hub" else "")
+    return ModelLoadError([f"model {cfg.name}: the checkpoint {where} does not fit the model its config.json builds: "
+                           f"weights {'; '.join(found)}; run the pre-flight (--dry-run) and download the checkpoint "
+                           "again, or check that config.json belongs to these weights"],
+                          "checkpoint does not fit its config")
+
+
 def cache_dir() -> Path:
     """Where converted weights live: ``$STREAMGEN_CACHE`` or ``~/.cache/streamgen``."""
     return Path(os.environ.get("STREAMGEN_CACHE", Path.home() / ".cache" / "streamgen"))
@@ -257,9 +292,7 @@ def _from_folder(path: str | Path, cfg: ModelConfig, device: str) -> LoadedModel
         tok = AutoTokenizer.from_pretrained(path, **kwargs)
         model = _weights_to_device(path, AutoConfig.from_pretrained(path, **kwargs), cfg, device)
     except OSError as exc:
-        raise ModelLoadError([f"model {cfg.name}: cannot read {path} ({str(exc).splitlines()[0]}); for a hub "
-                              "id, download it once where the network is reachable (huggingface-cli "
-                              "download ID) and point HF_HOME at that cache"], "model not found") from exc
+        raise ModelLoadError([not_cached_line(cfg, path, exc)], "model not found") from exc
     except CheckpointReadError as exc:
         raise ModelLoadError([f"model {cfg.name}: {exc}"], "checkpoint does not fit its config") from exc
     return LoadedModel(model.eval(), tok)
@@ -275,8 +308,8 @@ def _weights_to_device(path: str | Path, config: Any, cfg: ModelConfig, device: 
         log.info("model %s: a multimodal Gemma-3 checkpoint: loading its text model only (Gemma3ForCausalLM; "
                  "the vision tower is not read)", cfg.name)
         return load_gemma3_text(local_snapshot(path, cfg.revision), config, device=device, dtype=dtype)
-    return AutoModelForCausalLM.from_pretrained(path, config=config, dtype=dtype, device_map={"": device},
-                                                revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    return strict_from_pretrained(AutoModelForCausalLM, path, cfg, config=config, dtype=dtype, device_map={"": device},
+                                  revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
 
 
 def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
@@ -302,11 +335,14 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedMod
             raise ModelLoadError([f"model {cfg.name}: GGUF file {gguf} does not exist; fix path= "
                                   "(a .gguf file, or a folder plus gguf_file=)"], "model not found")
         return _from_folder(converted_gguf_folder(gguf), cfg, device)
-    if cfg.source == "local" and not Path(cfg.path).is_dir():
-        raise ModelLoadError([f"model {cfg.name}: folder {cfg.path} does not exist; fix path="],
-                             "model not found")
-    log.info("loading %s from %s (%s)", cfg.name, cfg.path, cfg.source)
-    return _from_folder(cfg.path, cfg, device)
+    path: str | Path = cfg.path
+    if cfg.source == "local":
+        from streamgen.models.hub_cache import local_folder
+
+        if not (path := local_folder(cfg.path)).is_dir():
+            raise ModelLoadError([f"model {cfg.name}: folder {path} does not exist; fix path="], "model not found")
+    log.info("loading %s from %s (%s)", cfg.name, path, cfg.source)
+    return _from_folder(path, cfg, device)
 
 
 def _scripted(cfg: ModelConfig, device: str) -> LoadedModel:

@@ -69,14 +69,35 @@ def size_from_config(raw: dict[str, Any]) -> ModelSize | None:
 
 
 def _config_json(cfg: ModelConfig) -> Path | None:
+    from streamgen.models.hub_cache import find_snapshot, local_folder
+
     if cfg.source == "local":
-        path = Path(cfg.path) / "config.json"
+        path = local_folder(cfg.path) / "config.json"
         return path if path.is_file() else None
     if cfg.source == "hub":
-        from streamgen.models.checkpoints import find_snapshot
-
         snap = find_snapshot(cfg.path, cfg.revision)
-        return snap.folder / "config.json" if snap is not None else None
+        return snap.folder / "config.json" if snap is not None and (snap.folder / "config.json").is_file() else None
+    return None
+
+
+def _size_from_file(cfg: ModelConfig, path: Path) -> ModelSize | None:
+    stat = path.stat()
+    return _size_of_config(cfg.name, str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _size_of_config(model: str, path: str, _size: int, _mtime_ns: int) -> ModelSize | None:
+    """The size counted from a cached config.json, once per file version; None (and one log line) when
+    the file is damaged or of another shape: the pre-flight names the file and its fix, and the estimate
+    falls back to the YAML's ``parameters``."""
+    from streamgen.models.checkpoint_files import CheckpointFileError, read_json
+
+    try:
+        return size_from_config(read_json(Path(path), "download the checkpoint again"))
+    except CheckpointFileError as exc:
+        log.warning("model %s: no size from config.json: %s", model, exc)
+    except (ValueError, TypeError, AttributeError, ZeroDivisionError) as exc:  # a field of another type
+        log.warning("model %s: no size from %s (%s: %s)", model, path, type(exc).__name__, exc)
     return None
 
 
@@ -125,7 +146,7 @@ def _built_size(key: str) -> ModelSize:
 def model_size(cfg: ModelConfig) -> ModelSize | None:
     """``cfg``'s size, or None when neither its config.json is cached nor its YAML states ``parameters``."""
     path = _config_json(cfg)
-    if path is not None and (size := size_from_config(json.loads(path.read_text()))) is not None:
+    if path is not None and (size := _size_from_file(cfg, path)) is not None:
         return size
     if cfg.parameters is not None:
         return ModelSize(int(cfg.parameters), int(cfg.layers or 32), f"configs/models/{cfg.name}.yaml")
