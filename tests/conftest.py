@@ -29,9 +29,14 @@ pytest_plugins = ["tests.suite_clock"]  # --test-times, --suite-budget: the suit
 # runs on one worker, one file after another, so no two of them ever compete for the two cores.
 MACHINE_GROUP = "machine"
 MACHINE_FILES = frozenset({
-    "test_actor_placement.py", "test_demo_browser.py", "test_grid_bad_day.py", "test_grid_e2e.py",
-    "test_grid_fingerprints.py", "test_resources.py", "test_scheduler.py", "test_slurm_cluster.py",
-    "test_slurm_inventory.py", "test_slurm_rehearsal.py", "test_view_browser.py",
+    # the real Slurm cluster of .ci/slurm.sh
+    "test_slurm_cluster.py", "test_slurm_inventory.py", "test_slurm_rehearsal.py", "test_resources.py",
+    # local Ray, in this process or in a grid's own process (several also signal or kill it)
+    "test_actor_placement.py", "test_adapt_workflow.py", "test_benchmark_from_data_grid.py",
+    "test_estimate_counts.py", "test_full_grid_cli.py", "test_grid_bad_day.py", "test_grid_e2e.py",
+    "test_grid_fingerprints.py", "test_grid_scripted.py", "test_nightly.py", "test_scheduler.py", "test_spool.py",
+    # a real browser
+    "test_demo_browser.py", "test_view_browser.py",
 })
 # The last CI run's times (written by .ci/run, committed when refreshed): workers take the longest units
 # first, so that no long file starts last and runs on alone at the end.

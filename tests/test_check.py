@@ -9,7 +9,7 @@ import pytest
 
 from streamgen.benchmarks import Example, load_benchmark
 from streamgen.benchmarks.__main__ import main
-from streamgen.benchmarks.check import RERUNS, check_answers
+from streamgen.benchmarks.check import RERUNS, check_answers, reference_sample
 from streamgen.config import ConfigError, benchmark_config, default_data_dir
 
 pytestmark = pytest.mark.skipif(not default_data_dir().is_dir(), reason="no benchmark data")
@@ -109,3 +109,34 @@ def test_load_sensitive_must_map_ids_to_reasons() -> None:
     bench = _humaneval(load_sensitive=["HumanEval/1"])
     with pytest.raises(ConfigError, match="load_sensitive must map example ids"):
         check_answers(bench, bench.examples(limit=1), lambda e: e.reference)
+
+
+def test_a_reference_sample_takes_every_kth_and_every_declared_failure() -> None:
+    bench = _humaneval(known_failures={"HumanEval/7": "declared", "HumanEval/10": "declared"})
+    examples = bench.examples(limit=12)
+    sample = reference_sample(bench, examples, 5)
+    # every 5th in data order (0, 5, 10) and the declared ones not among them (7)
+    assert [e.example_id for e in sample] == ["HumanEval/0", "HumanEval/5", "HumanEval/7", "HumanEval/10"]
+    assert reference_sample(bench, examples, 1) == examples
+    with pytest.raises(ValueError, match="every=0"):
+        reference_sample(bench, examples, 0)
+
+
+def test_the_nightly_sweep_checks_every_reference_not_a_sample(monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """workflows/nightly.py's reference stage runs the whole of each benchmark the test run samples:
+    here HumanEval stands in for DS-1000 (the same code, 164 references in seconds)."""
+    from streamgen.benchmarks import check
+    from workflows import nightly
+
+    monkeypatch.setattr(check, "SAMPLED_IN_TESTS", {"humaneval": 5})
+    assert nightly.reference_sweeps() is True
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("reference sweep: humaneval: 164/164 pass") and line.endswith("OK")
+    # a benchmark whose interpreter is missing is a configuration error, never a pass
+    cfg = benchmark_config("ds1000")
+    monkeypatch.setattr(check, "SAMPLED_IN_TESTS", {"ds1000": 5})
+    monkeypatch.setattr("streamgen.config.benchmark_config", lambda name: dataclasses.replace(
+        cfg, options={**cfg.options, "python": "/nonexistent/python"}))
+    with pytest.raises(ConfigError, match="reference sweep of ds1000"):
+        nightly.reference_sweeps()

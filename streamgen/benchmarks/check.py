@@ -118,3 +118,30 @@ def _declared(bench: Benchmark, option: str) -> dict[str, str]:
 def check_references(bench: Benchmark, examples: Sequence[Example], *, workers: int = 1) -> CheckReport:
     """:func:`check_answers` with the benchmark's own reference answers."""
     return check_answers(bench, examples, bench.reference_answer, workers=workers)
+
+
+def reference_sample(bench: Benchmark, examples: Sequence[Example], every: int) -> list[Example]:
+    """Every ``every``-th example in data order (so each part of a benchmark laid out by topic is
+    reached) plus every declared known failure (so their declared reasons are still checked): the
+    default test run's share of a long sweep; ``every=1`` is the whole benchmark."""
+    if every < 1:
+        raise ValueError(f"every={every}: a sample takes every k-th example, k >= 1")
+    known = known_failures(bench)
+    return [ex for i, ex in enumerate(examples) if i % every == 0 or ex.example_id in known]
+
+
+# The sweeps that the default test run samples (tests/test_references.py) and workflows/nightly.py
+# runs whole: benchmark name → how the test run samples it (every k-th example).
+SAMPLED_IN_TESTS: dict[str, int] = {"ds1000": 5}
+
+
+def full_sweeps(load: Callable[[str], Benchmark], *, workers: int = 2) -> list[CheckReport]:
+    """Every reference of each benchmark in :data:`SAMPLED_IN_TESTS`, none left out (the nightly's stage)."""
+    reports = []
+    for name in SAMPLED_IN_TESTS:
+        bench = load(name)
+        problems = bench.problems()
+        if problems:  # e.g. DS-1000's interpreter is not built: say so, do not report a pass
+            raise ConfigError([f"reference sweep of {name}: {p}" for p in problems])
+        reports.append(check_references(bench, bench.examples(), workers=workers))
+    return reports

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Run the tests that wait on signals, timers, Ray or Slurm N times in a row while a CPU-heavy job runs
+# beside them (two busy processes, one per core), and print each run's failures (docs/testing.md).
+#
+#   bash scripts/flaky_check.sh 5                     # every such file, 5 runs
+#   bash scripts/flaky_check.sh 5 tests/test_spool.py # only these files
+#
+# Needs the Slurm cluster for the Slurm files (bash .ci/slurm.sh start; they skip without it).
+# Exit 0 only when every run passed. Logs: results/flaky/run-<i>.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-5}
+shift || true
+files=("$@")
+if [ ${#files[@]} -eq 0 ]; then
+  files=(tests/test_scheduler.py tests/test_spool.py tests/test_stop_signals.py tests/test_preemption.py
+         tests/test_grid_bad_day.py tests/test_grid_e2e.py tests/test_full_grid_cli.py tests/test_live.py
+         tests/test_results_dir.py tests/test_actor_placement.py tests/test_adapt_workflow.py
+         tests/test_demo_server.py tests/test_demo_guard.py tests/test_demo_browser.py
+         tests/test_slurm_cluster.py tests/test_slurm_rehearsal.py tests/test_slurm_inventory.py)
+fi
+mkdir -p results/flaky
+python3 -c 'while True: pass' & busy1=$!
+python3 -c 'while True: pass' & busy2=$!
+trap 'kill $busy1 $busy2 2>/dev/null' EXIT
+failed=0
+for i in $(seq 1 "$runs"); do
+  start=$(date +%s)
+  python3 -m pytest -q -p no:cacheprovider "${files[@]}" >"results/flaky/run-$i.log" 2>&1
+  rc=$?
+  echo "run $i: rc $rc in $(( $(date +%s) - start )) s: $(tail -1 "results/flaky/run-$i.log")"
+  grep -E "^(FAILED|ERROR) " "results/flaky/run-$i.log" || true
+  [ $rc -eq 0 ] || failed=$((failed + 1))
+done
+echo "$failed of $runs runs failed"
+[ $failed -eq 0 ]
