@@ -32,6 +32,13 @@ class MeterReading:
     tokens_fed: int
     forward_wall_s: float
 
+    def __add__(self, other: MeterReading) -> MeterReading:
+        return MeterReading(
+            self.forwards + other.forwards,
+            self.tokens_fed + other.tokens_fed,
+            self.forward_wall_s + other.forward_wall_s,
+        )
+
     def __sub__(self, other: MeterReading) -> MeterReading:
         return MeterReading(
             self.forwards - other.forwards,
