@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from jobs.shards import Shard
 from streamgen.results.cells import RULE_KEYS, stable_hash
 
-
 MODE_FREE_FAMILIES = ("bidirectional",)  # their base run, step 1 and keep-nothing decodes ignore the verifier mode
 
 
