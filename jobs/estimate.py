@@ -162,7 +162,7 @@ def example_cost(model: ModelConfig, benchmark: str, budget: int, example: Any, 
     shares = list(kept) if kept is not None else [0.0] * cells
     if len(shares) != cells or not all(0.0 <= x <= 1.0 for x in shares):
         raise ValueError(f"kept={shares}: need one share in [0, 1] per cell ({cells})")
-    keys = list(zip(modes or [None] * cells, shares, range(cells) if forked or not share else [0] * cells))
+    keys = list(zip(modes or [None] * cells, shares, range(cells) if forked or not share else [0] * cells, strict=True))
     paths = list(dict.fromkeys(keys))
     memo = share and model.family == "bidirectional"
     decoded = {len(prompts) - 1}  # prefixes whose base decode ran: the complete request's, by the base run
