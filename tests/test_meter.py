@@ -62,3 +62,23 @@ def test_clearing_the_log_changes_no_reading_and_a_given_log_is_counted() -> Non
     assert meter.reading() == before and before.forwards == 20
     log = fake_meter(7).calls
     assert ForwardMeter(calls=list(log)).reading() == summed(log)
+
+
+def test_the_log_keeps_the_latest_calls_and_the_totals_keep_them_all() -> None:
+    """The meter's memory stays flat: its log holds at most ``limit`` calls (the older half leaves when
+    full), while readings and per-kind totals still count every call."""
+    from streamgen.decoding.meter import CallLog
+
+    limit, n = 64, 1000
+    meter = ForwardMeter(calls=CallLog(limit=limit))
+    ticks = count()
+    meter.clock = lambda: float(next(ticks))
+    for i in range(n):
+        with meter.call("verify" if i % 4 == 0 else "decode", 2):
+            pass
+    log = meter.calls
+    assert isinstance(log, CallLog) and limit // 2 < len(log) <= limit and log.dropped == n - len(log)
+    assert meter.reading() == MeterReading(n, 2 * n, float(n))  # each call spans one tick
+    assert meter.by_kind["verify"].forwards == n // 4 and meter.by_kind["decode"].forwards == n - n // 4
+    assert sum(k.tokens_fed for k in meter.by_kind.values()) == 2 * n
+    assert ForwardMeter().calls.limit >= 4096  # the default log: bounded, enough for any one pair's inspection
