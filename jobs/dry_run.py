@@ -148,7 +148,7 @@ def work_facts(plan: GridPlan, est: Estimate) -> WorkFacts:
     for key, seconds in est.unit_s.items():
         if key in where:
             unit_s[where[key]] = max(seconds, unit_s.get(where[key]) or 0.0)
-    return WorkFacts(model_bytes, unit_s)
+    return WorkFacts(model_bytes, unit_s, est.wall_h * 3600 if not est.unknown else None)
 
 
 def render(grid: GridConfig, plan: GridPlan, lines: list[CellLine], out_dir: Path) -> str:
