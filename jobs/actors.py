@@ -140,6 +140,9 @@ class ModelActor:
         self.device, self.device_label, self.placement = pick_device(cpu_fallback)
         self.actor_id = f"{socket.gethostname()}:{os.getpid()}"
         self._decoders: dict[tuple[str, str | None, int], Decoder] = {}
+        from streamgen.decoding.numerics import make_deterministic
+
+        make_deterministic(self.device)  # before the weights load: cuBLAS reads its workspace setting once
         start = time.perf_counter()
         with loading_bars(verbose):  # the libraries' loading bars only with the grid's `verbose: true`
             self._family, self._loaded = _load_weights(model, self.device)

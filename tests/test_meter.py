@@ -82,3 +82,22 @@ def test_the_log_keeps_the_latest_calls_and_the_totals_keep_them_all() -> None:
     assert meter.by_kind["verify"].forwards == n // 4 and meter.by_kind["decode"].forwards == n - n // 4
     assert sum(k.tokens_fed for k in meter.by_kind.values()) == 2 * n
     assert ForwardMeter().calls.limit >= 4096  # the default log: bounded, enough for any one pair's inspection
+
+
+def test_cuda_actors_decode_deterministically_and_cpu_is_left_alone(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """make_deterministic sets and records what shared work relies on, on CUDA only."""
+    import torch
+
+    from streamgen.decoding import numerics
+
+    calls: list[bool] = []
+    monkeypatch.setattr(torch, "use_deterministic_algorithms", lambda on: calls.append(on))
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", False)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    env: dict[str, str] = {}
+    assert numerics.make_deterministic("cpu", env) is False and env == {} and calls == []
+    assert numerics.make_deterministic("cuda:0", env) is True
+    assert env == {"CUBLAS_WORKSPACE_CONFIG": numerics.CUBLAS_WORKSPACE} and calls == [True]
+    assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+    assert '"cublas_workspace_config":":16:8"' in numerics.numerics_record(torch.nn.Linear(2, 2), "cpu").to_json()
