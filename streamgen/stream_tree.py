@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -136,7 +136,9 @@ class StreamTree:
             alone = len(pending) == 1
             session = group.session if alone else fork_session(group.session, group.decoder)
             rule = RecordingRule(self.cells[pending[0]].rule)
-            result = session.step(self.request.messages(i), group.draft, rule)
+            # a RecordingRule answers as its rule does; it carries name and params per instance, which the
+            # Protocol declares as class variables
+            result = session.step(self.request.messages(i), group.draft, cast(AcceptanceRule, rule))
             same = [c for c in pending if c == pending[0] or rule.agrees(self.cells[c].rule)]
             pending = [c for c in pending if c not in same]
             self.executed.append(result)

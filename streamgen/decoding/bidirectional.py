@@ -235,7 +235,7 @@ class BidirectionalDecoder(OverText):
             self.memo.put(key, Decoded((tuple(buf.prompt), tuple(buf.prompt_masked), tuple(buf.answer)),
                                        span.meter, span.wall_s))
             return None
-        prompt, masked, answer = found.state  # type: ignore[misc]
+        prompt, masked, answer = found.state
         buf.prompt, buf.prompt_masked, buf.answer = list(prompt), list(masked), list(answer)
         return found
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 from streamgen.decoding.meter import MeterReading
 
@@ -23,7 +24,7 @@ ZERO = MeterReading(0, 0, 0.0)
 class Decoded:
     """One denoising of a buffer: the final state (``state``, the family's own) and its cost."""
 
-    state: Hashable
+    state: Any  # the family's own record of the finished buffer
     meter: MeterReading
     wall_s: float
 
