@@ -25,12 +25,13 @@ class _Task:
         return None
 
 
-def _time_out(job: RayJob, countdown: int, task: _Task, finished: int) -> int:
-    """One attempt that finishes ``finished`` units and times out: the countdown submitit then sets."""
+def _time_out(job: RayJob, countdown: int, task: _Task, finished: int, timed_out: bool = True) -> int:
+    """One attempt that finishes ``finished`` units and times out (or is preempted): the countdown
+    submitit then sets."""
     job._progress_at_start = task.progress()  # what __call__ records at the attempt's start
     task.done += [1] * finished
     requeue = job.checkpoint()
-    requeue.set_timeout(480, countdown - 1)  # submitit: countdown - timed_out
+    requeue.set_timeout(480, countdown - timed_out)  # submitit: countdown - timed_out
     return requeue._timeout_countdown
 
 
@@ -39,6 +40,7 @@ def test_a_time_out_that_finished_work_is_refunded(tmp_path: Path, monkeypatch: 
     task, max_requeues = _Task(), 3
     job = RayJob(task, RayConfig(), 1, tmp_path, max_requeues)
     countdown = max_requeues
+    assert _time_out(job, countdown, task, finished=1, timed_out=False) == max_requeues  # a preemption: never above
     for _ in range(10):  # ten attempts that each finish a unit: the countdown never falls
         countdown = _time_out(job, countdown, task, finished=1)
         assert countdown == max_requeues
