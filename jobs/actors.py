@@ -140,6 +140,9 @@ class ModelActor:
         self.device, self.device_label, self.placement = pick_device(cpu_fallback)
         self.actor_id = f"{socket.gethostname()}:{os.getpid()}"
         self._decoders: dict[tuple[str, str | None, int], Decoder] = {}
+        from streamgen.decoding.numerics import make_deterministic
+
+        make_deterministic(self.device)  # before the weights load: cuBLAS reads its workspace setting once
         start = time.perf_counter()
         with loading_bars(verbose):  # the libraries' loading bars only with the grid's `verbose: true`
             self._family, self._loaded = _load_weights(model, self.device)
@@ -181,8 +184,8 @@ class ModelActor:
         if len({sharing_key(t.shard) for t in tasks}) != 1:
             raise ValueError("a work unit's shards must differ only in acceptance/τ and have the same examples "
                              f"(jobs.shared_work.group_shards); got {[t.cell.label for t in tasks]}")
-        decoder = self._decoder(cell.benchmark.name, cell.verifier_mode, cell.max_new_tokens)
-        rules = [t.cell.rule for t in tasks]
+        decoders = [self._decoder(cell.benchmark.name, t.cell.verifier_mode, cell.max_new_tokens) for t in tasks]
+        decoder, rules = decoders[0], [t.cell.rule for t in tasks]
         decode: Callable[[Sequence[ExampleTask]], list[ExampleResult]]
         if cell.live is not None:  # live streams run on the clock: never shared (one shard per unit)
             from streamgen.live import LiveSettings
@@ -190,7 +193,10 @@ class ModelActor:
             live = LiveSettings.from_config(cell.live)
             decode = functools.partial(self._run_live, decoder, rules[0], live)
         else:
-            decode = functools.partial(self._run_shared, decoder, rules)
+            from streamgen.stream_tree import StreamCell
+
+            cells = [StreamCell(d, r) for d, r in zip(decoders, rules, strict=True)]
+            decode = functools.partial(self._run_shared, cells, all(t.share_work for t in tasks))
         spool = open_unit_spool(spool_dir, SpoolKey(tuple(t.shard.shard_id for t in tasks), self.device_label,
                                                     tasks[0].code_version))
         per_task = _transpose(self._each_example(tasks, decode, spool))
@@ -239,9 +245,10 @@ class ModelActor:
             return
         log.info("actor %s, %s: %s", self.actor_id, self.model.name, self.warmup.describe())
 
-    def _run_shared(self, decoder: Decoder, rules: Sequence[Any], exs: Sequence[ExampleTask]) -> list[ExampleResult]:
-        """One example for every cell of the unit: stream-first cells first, then base-first ones (so the
-        shared base run sits between them, adjacent to both), results back in the unit's order."""
+    def _run_shared(self, cells: Sequence[Any], share: bool, exs: Sequence[ExampleTask]) -> list[ExampleResult]:
+        """One example for every cell of the unit (``streamgen.shared``): stream-first cells first, then
+        base-first ones (so the shared base run sits between them, adjacent to both), results back in the
+        unit's order. ``share``: remember decodes across steps (``share_work``)."""
         ex = exs[0]
         if ex.request is None:
             return [ExampleResult(e.example_id, e.base_first, None) for e in exs]
@@ -250,12 +257,13 @@ class ModelActor:
         order = sorted(range(len(exs)), key=lambda j: exs[j].base_first)
         results: dict[int, ExampleResult] = {}
         try:
-            shared = SharedExample(decoder, ex.request, uses=len(exs))
+            shared = SharedExample(cells, ex.request, share=share)
         except Exception as exc:  # noqa: BLE001 — a failing example becomes a row, the shard goes on
             return [self._failed(e, exc, 0.0) for e in exs]
+        meters = [c.decoder for c in cells]
         for j in order:
-            results[j] = self._attempt(exs[j], functools.partial(shared.pair, rules[j], base_first=exs[j].base_first),
-                                       decoder)
+            results[j] = self._attempt(exs[j], functools.partial(shared.pair, j, base_first=exs[j].base_first),
+                                       meters)
         return [results[j] for j in range(len(exs))]
 
     def _run_live(self, decoder: Decoder, rule: Any, live: Any, exs: Sequence[ExampleTask]) -> list[ExampleResult]:
@@ -272,21 +280,23 @@ class ModelActor:
             outcome = run_pair(decoder, request, rule, base_first=ex.base_first, live=live)
             return outcome, Executed(_forwards(outcome), _forward_wall(outcome))
 
-        return [self._attempt(ex, pair, decoder)]
+        return [self._attempt(ex, pair, [decoder])]
 
-    def _attempt(self, ex: ExampleTask, pair: Callable[[], tuple[PairOutcome, Any]], decoder: Decoder) -> ExampleResult:
+    def _attempt(self, ex: ExampleTask, pair: Callable[[], tuple[PairOutcome, Any]],
+                 decoders: Sequence[Decoder]) -> ExampleResult:
         """One pair; if it raises, its row still carries the model calls it made before raising (read
-        from the decoder's meter), so ``forwards_executed`` is the work the actor really did."""
-        start, before = time.perf_counter(), _meter_reading(decoder)
+        from the decoders' meters: a unit of both verifier modes has two), so ``forwards_executed`` is the
+        work the actor really did."""
+        start, before = time.perf_counter(), _meter_reading(decoders)
         try:
             outcome, done = pair()
-            spent = _meter_since(decoder, before)
+            spent = _meter_since(decoders, before)
             if spent is not None and spent.forwards != done.forwards:
                 raise AccountingError(  # the pair's runs missed (or double counted) calls the meter saw
                     f"the pair's runs account for {done.forwards} model calls but the decoder's meter counted "
                     f"{spent.forwards} while it ran: a model call outside every run's span (docs/accounting.md)")
         except Exception as exc:  # noqa: BLE001 — a failing example becomes a row, the shard goes on
-            return self._failed(ex, exc, time.perf_counter() - start, _meter_since(decoder, before))
+            return self._failed(ex, exc, time.perf_counter() - start, _meter_since(decoders, before))
         return ExampleResult(ex.example_id, ex.base_first, outcome, None, None, time.perf_counter() - start,
                              done.forward_wall_s, done.forwards)
 
@@ -309,15 +319,18 @@ class AccountingError(RuntimeError):
     outside the spans its results are counted from. Recorded as the example's error."""
 
 
-def _meter_reading(decoder: Decoder) -> MeterReading | None:
-    """The decoder's forward meter totals now (every family's decoder carries one); None without one."""
-    meter = getattr(decoder, "meter", None)
-    return meter.reading() if meter is not None else None
+def _meter_reading(decoders: Sequence[Decoder]) -> MeterReading | None:
+    """The decoders' forward meters' totals now, each meter once (every family's decoder carries one;
+    decoders over the same weights may share theirs); None without one."""
+    meters = {id(m): m for m in (getattr(d, "meter", None) for d in decoders) if m is not None}
+    if not meters:
+        return None
+    return functools.reduce(lambda a, b: a + b, (m.reading() for m in meters.values()))
 
 
-def _meter_since(decoder: Decoder, before: MeterReading | None) -> MeterReading | None:
-    """The decoder's meter totals since ``before`` (None without a meter)."""
-    after = _meter_reading(decoder)
+def _meter_since(decoders: Sequence[Decoder], before: MeterReading | None) -> MeterReading | None:
+    """The decoders' meter totals since ``before`` (None without a meter)."""
+    after = _meter_reading(decoders)
     return after - before if after is not None and before is not None else None
 
 

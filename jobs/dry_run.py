@@ -114,11 +114,15 @@ def dry_run_report(grid: GridConfig, *, results_dir: str | Path | None = None,
         raise ConfigError(problems, f"grid {grid.name!r} cannot run")
     out_dir = Path(results_dir or grid.results_dir)
     answers = answer_lengths(Path(fit_on or out_dir))
-    est = estimate_plan(plan, grid_device(grid, cluster), workers=workers_on(grid, cluster), answer_lengths=answers)
+    device, workers = grid_device(grid, cluster), workers_on(grid, cluster)
+    est = estimate_plan(plan, device, workers=workers, answer_lengths=answers)
+    alone = estimate_plan(plan, device, workers=workers, answer_lengths=answers, share=False)
+    forked = estimate_plan(plan, device, workers=workers, answer_lengths=answers, kept=lambda _: FORKED_KEPT,
+                           forked=True) if grid.share_work else None
     fit = resources.check(grid, cluster, plan.models, allocation(grid, cluster), work_facts(plan, est))
     problems = [*problems, *fit.problems]
     plan = dataclasses.replace(plan, resource_notes=fit.notes)
-    text = "\n".join([render(grid, plan, _cell_lines(plan, out_dir), out_dir), "", render_estimate(est, grid, cluster, answers)])
+    text = "\n".join([render(grid, plan, _cell_lines(plan, out_dir), out_dir), "", render_estimate(est, grid, cluster, answers, Sharing(alone, forked))])
     return text, problems
 
 
@@ -144,7 +148,7 @@ def work_facts(plan: GridPlan, est: Estimate) -> WorkFacts:
     for key, seconds in est.unit_s.items():
         if key in where:
             unit_s[where[key]] = max(seconds, unit_s.get(where[key]) or 0.0)
-    return WorkFacts(model_bytes, unit_s)
+    return WorkFacts(model_bytes, unit_s, est.wall_h * 3600 if not est.unknown else None)
 
 
 def render(grid: GridConfig, plan: GridPlan, lines: list[CellLine], out_dir: Path) -> str:
@@ -162,13 +166,39 @@ def render(grid: GridConfig, plan: GridPlan, lines: list[CellLine], out_dir: Pat
     return "\n".join([head, *body, *tail, *pinned, *notes])
 
 
+FORKED_KEPT = 0.5  # the stated kept-share model: every later step keeps half its draft, every cell on its own path
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """The same plan priced without sharing (every cell alone) and under the stated kept-share model."""
+
+    alone: Estimate
+    forked: Estimate | None  # None: share_work is off
+
+
+def sharing_lines(est: Estimate, sharing: Sharing) -> list[str]:
+    """What sharing saves, in words (docs/estimate.md, "Shared work")."""
+    saved = sharing.alone.gpu_hours - est.gpu_hours
+    out = [f"sharing: {est.gpu_hours:,.2f} GPU-hours with each distinct step computed once and nothing kept; "
+           f"each cell alone (share_work: false) {sharing.alone.gpu_hours:,.2f}; sharing saves {saved:,.2f} "
+           f"({saved / max(sharing.alone.gpu_hours, 1e-12):.0%})"]
+    if sharing.forked is not None:
+        out.append(f"kept-share model: if every later step kept {FORKED_KEPT:.0%} of its draft and every cell forked "
+                   f"at step 2 (no later step shared, LLaDA / Dream decodes still once per prefix): "
+                   f"{sharing.forked.gpu_hours:,.2f} GPU-hours")
+    return out
+
+
 def render_estimate(est: Estimate, grid: GridConfig, cluster: ClusterConfig,
-                    answers: dict[tuple[str, str], float]) -> str:
+                    answers: dict[tuple[str, str], float], sharing: Sharing | None = None) -> str:
     """The estimate: GPU-hours per (model, benchmark), totals, wall time, and what it assumes."""
     d = est.device
     width = max([len(x.model) for x in est.lines] + [5])
+    alone = {(x.model, x.benchmark): x.gpu_hours for x in sharing.alone.lines} if sharing else {}
     rows = [f"{x.model:<{width}}  {x.benchmark:<16} {x.examples:>8} {x.units:>6} {x.forwards:>14,} "
-            f"{x.gpu_hours:>10,.2f} {duration(x.gpu_hours * 3600):>12} {duration(x.max_unit_s):>12}" for x in est.lines]
+            f"{x.gpu_hours:>10,.2f} {alone.get((x.model, x.benchmark), x.gpu_hours):>10,.2f} "
+            f"{duration(x.gpu_hours * 3600):>12} {duration(x.max_unit_s):>12}" for x in est.lines]
     gpus = cluster.nodes * cluster.gpus_per_node
     cap = f" (workers={grid.workers} capped at {cluster.nodes} nodes × {cluster.gpus_per_node} GPUs)" \
         if gpus and grid.workers > gpus else ""
@@ -182,8 +212,8 @@ def render_estimate(est: Estimate, grid: GridConfig, cluster: ClusterConfig,
     return "\n".join([
         f"estimate on {d.name} ({d.source}): forwards from each family's procedure × roofline seconds",
         f"{'model':<{width}}  {'benchmark':<16} {'examples':>8} {'units':>6} {'forwards':>14} {'GPU-hours':>10} "
-        f"{'decode':>12} {'longest unit':>12}",
-        *rows, *unknown, *long,
+        f"{'alone':>10} {'decode':>12} {'longest unit':>12}",
+        *rows, *unknown, *long, *(sharing_lines(est, sharing) if sharing else []),
         f"estimate: {est.gpu_hours:,.2f} GPU-hours in all ({duration(est.gpu_hours * 3600)} of decoding); wall "
         f"{duration(est.wall_h * 3600)} on {est.workers} model actor(s){cap}",
         *assumption_lines(est, answers)])
@@ -208,7 +238,8 @@ def assumption_lines(est: Estimate, answers: dict[tuple[str, str], float]) -> li
         f"{ANSWER_FRACTION:.0%} of the budget (LLaDA / Dream: their whole buffer){rows}",
         "  - every stream step keeps nothing of its draft (an upper bound; LLaDA / Dream then refill every block; "
         "what keeping saves: bench/bench_estimate_refill.py); ReFusion at 2 forwards per position (its bound); "
-        "base run + step 1 once per unit",
+        "each distinct step once per unit (the base run and step 1 once, LLaDA / Dream: both verifier modes, and a "
+        "step that keeps nothing reuses the base decode of its prefix); 'alone': every cell computes all its own",
         "  - wall: units packed perfectly over the actors, any actor serving any model; model loading, "
         "Ray start and scoring not counted",
     ]

@@ -143,11 +143,18 @@ def _seconds(work: Sequence[Forwards], size: ModelSize, device: Device, dtype: s
 
 def example_cost(model: ModelConfig, benchmark: str, budget: int, example: Any, segments: Sequence[str],
                  cells: int, device: Device, size: ModelSize, answer_tokens: float | None = None,
-                 kept: Sequence[float] | None = None) -> ExampleCost:
-    """One example's forwards and seconds in a unit of ``cells`` acceptance cells (shared work once).
+                 kept: Sequence[float] | None = None, *, modes: Sequence[str | None] | None = None,
+                 share: bool = True, forked: bool = False) -> ExampleCost:
+    """One example's forwards and seconds in a unit of ``cells`` cells, each distinct computation once.
 
-    ``kept``: per cell, the share of each later stream step's draft that is kept (its leading run,
-    rounded down); default nothing, the upper bound. ``per_cell_forwards`` is the first cell's."""
+    ``kept``: per cell, the share of each later stream step's draft that is kept (its leading run, rounded
+    down); default nothing, the bound. ``modes``: per cell, its verifier mode (a LLaDA/Dream unit holds
+    both). With ``share`` (``share_work``), the base run and step 1 count once, a later step once per
+    distinct path (cells of one mode and one kept share follow one path; ``forked``: every cell its own,
+    the stated worst case of cells that keep different runs), and a LLaDA/Dream step that keeps nothing
+    pays its verify forward and, once per request prefix, the base decode of that prefix (the last
+    prefix's is the base run). Without ``share`` every cell pays everything. ``per_cell_forwards``: the
+    first path's steps 2..n."""
     rule = decode_rule(model, benchmark, budget)
     answer = max(1, round(answer_tokens if answer_tokens is not None else ANSWER_FRACTION * budget))
     prompts = [prompt_tokens(c) for c in _prefix_chars(example, segments, model)]
@@ -155,15 +162,24 @@ def example_cost(model: ModelConfig, benchmark: str, budget: int, example: Any, 
     shares = list(kept) if kept is not None else [0.0] * cells
     if len(shares) != cells or not all(0.0 <= x <= 1.0 for x in shares):
         raise ValueError(f"kept={shares}: need one share in [0, 1] per cell ({cells})")
-    per_cell: dict[float, tuple[int, float]] = {}  # a cell's steps 2..n by its kept share: (forwards, seconds)
-    for share in dict.fromkeys(shares):
-        accepted = math.floor(share * answer)
-        work = [f for k in range(1, len(prompts)) for f in rule(
-            Decode(prompts[k], answer, draft=answer, accepted=accepted, fed=prompts[k] - prompts[k - 1] + answer))]
-        per_cell[share] = (total_forwards(work), _seconds(work, size, device, model.dtype))
-    return ExampleCost(total_forwards(shared) + sum(per_cell[x][0] for x in shares),
-                       _seconds(shared, size, device, model.dtype) + sum(per_cell[x][1] for x in shares),
-                       total_forwards(shared), per_cell[shares[0]][0])
+    keys = list(zip(modes or [None] * cells, shares, range(cells) if forked or not share else [0] * cells, strict=True))
+    paths = list(dict.fromkeys(keys))
+    memo = share and model.family == "bidirectional"
+    decoded = {len(prompts) - 1}  # prefixes whose base decode ran: the complete request's, by the base run
+    work: dict[tuple[Any, ...], list[Forwards]] = {}
+    for path in paths:
+        accepted, work[path] = math.floor(path[1] * answer), []
+        for k in range(1, len(prompts)):
+            step = rule(Decode(prompts[k], answer, draft=answer, accepted=accepted, fed=prompts[k] - prompts[k - 1] + answer))
+            if memo and accepted == 0 and len(step) == 2:  # verify + the base decode of prefix k
+                step = step[:1] if k in decoded else step
+                decoded.add(k)
+            work[path] += step
+    once = 1 if share else cells
+    per_path = {p: (total_forwards(w), _seconds(w, size, device, model.dtype)) for p, w in work.items()}
+    return ExampleCost(once * total_forwards(shared) + sum(f for f, _ in per_path.values()),
+                       once * _seconds(shared, size, device, model.dtype) + sum(t for _, t in per_path.values()),
+                       total_forwards(shared), per_path[paths[0]][0])
 
 
 def unit_seconds(plan: PlanLike, device: Device, *, answer_lengths: Mapping[tuple[str, str], float] | None = None
@@ -175,7 +191,8 @@ def unit_seconds(plan: PlanLike, device: Device, *, answer_lengths: Mapping[tupl
 
 
 def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], float],
-           kept: Callable[[Any], float] | None = None) -> dict[str, tuple[float, int, tuple[Shard, ...], int]]:
+           kept: Callable[[Any], float] | None = None, *, share: bool | None = None,
+           forked: bool = False) -> dict[str, tuple[float, int, tuple[Shard, ...], int]]:
     """Per unit (by its first shard id): seconds, forwards, its shards, examples decoded."""
     sizes = {name: model_size(cfg) for name, cfg in plan.models.items()}
     out: dict[str, tuple[float, int, tuple[Shard, ...], int]] = {}
@@ -192,7 +209,9 @@ def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], flo
             cost = example_cost(cell.model, bench, cell.max_new_tokens, plan.examples[bench][example_id],
                                 plan.segments[(bench, example_id)], len(unit), device, size,
                                 answers.get((cell.model.row_model, bench)),
-                                [kept(s.cell) for s in unit] if kept is not None else None)
+                                [kept(s.cell) for s in unit] if kept is not None else None,
+                                modes=[s.cell.verifier_mode for s in unit],
+                                share=plan.grid.share_work if share is None else share, forked=forked)
             seconds, forwards, n = seconds + cost.seconds, forwards + cost.forwards, n + 1
         out[first.shard_id] = (seconds, forwards, unit, n)
     return out
@@ -200,12 +219,15 @@ def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], flo
 
 def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
                   answer_lengths: Mapping[tuple[str, str], float] | None = None,
-                  kept: Callable[[Any], float] | None = None) -> Estimate:
+                  kept: Callable[[Any], float] | None = None, share: bool | None = None,
+                  forked: bool = False) -> Estimate:
     """The plan's estimate per (model, benchmark) and in total on ``workers`` actors of ``device``.
 
-    ``kept``: a cell → the share of each later stream step's draft kept (default nothing: the upper
-    bound the dry run prints; ``bench/bench_estimate_refill.py`` sets it to read what keeping saves)."""
-    units = _units(plan, device, answer_lengths or {}, kept)
+    ``kept``: a cell → the share of each later stream step's draft kept (default nothing: the bound
+    the dry run prints; ``bench/bench_estimate_refill.py`` sets it to read what keeping saves).
+    ``share``: count shared work once (default the grid's ``share_work``; False: every cell alone);
+    ``forked``: every cell on a path of its own from step 2 (cells that keep different runs)."""
+    units = _units(plan, device, answer_lengths or {}, kept, share=share, forked=forked)
     acc: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
     ids: dict[tuple[str, str], set[str]] = defaultdict(set)
     for seconds, forwards, unit, _ in units.values():

@@ -85,18 +85,22 @@ class RayJob(submitit.helpers.Checkpointable):
     idempotent across requeues; ``GridTask`` is, because finished shards are skipped.
     """
 
-    def __init__(self, task: Callable[[str], Any], ray: RayConfig, default_cpus: int, log_dir: Path) -> None:
+    def __init__(self, task: Callable[[str], Any], ray: RayConfig, default_cpus: int, log_dir: Path,
+                 max_requeues: int = 0) -> None:
         self.task = task
         self.ray = ray
         self.default_cpus = default_cpus
         self.log_dir = log_dir  # absolute; the job's files go to log_dir/<job id>/
         self.attempt = 0  # incremented at each checkpoint: the log shows which run this is
+        self.max_requeues = max_requeues  # the cluster's: a time-out that made progress is refunded up to it
+        self._progress_at_start: Any = None
 
     def __call__(self) -> Any:
         if not logging.getLogger().handlers:  # the job is an entry point: its log goes to stderr
             logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
             logging.getLogger("submitit").propagate = False  # it has its own handler
         folder = self.log_dir / str(submitit.JobEnvironment().job_id)  # = submitit's folder (%j)
+        self._progress_at_start = work_done(self.task)
         alloc = ray_bootstrap.allocation_from_env(folder, self.ray, self.default_cpus)
         log.info("job %s rank %d/%d attempt %d: %d CPUs, %d GPUs", alloc.job_id, alloc.rank,
                  alloc.num_nodes, self.attempt, alloc.num_cpus, alloc.num_gpus)
@@ -111,8 +115,31 @@ class RayJob(submitit.helpers.Checkpointable):
         """Preempted or timed out: requeue this same job; the rerun resumes from the finished shards."""
         self.attempt += 1
         stop_signals.note_requeue("SIGUSR2")  # the driver's run record: interrupted, not failed
-        log.warning("checkpoint: requeueing (attempt %d will skip every finished shard)", self.attempt)
-        return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
+        progressed = self._progress_at_start is not None and work_done(self.task) != self._progress_at_start
+        log.warning("checkpoint: requeueing (attempt %d will skip every finished shard; %s)", self.attempt,
+                    "work was finished, so a time-out here does not count against max_requeues" if progressed
+                    else "no work finished in this attempt")
+        requeue = Requeue(self, *args, **kwargs)
+        requeue.refund, requeue.cap = int(progressed), self.max_requeues
+        return requeue
+
+
+class Requeue(submitit.helpers.DelayedSubmission):
+    """The job resubmitted. submitit counts a time-out by lowering the countdown it then sets here; an
+    attempt that finished work gets it back (``refund``, never above ``cap`` = ``max_requeues``), as a
+    unit's attempts that finished examples do not count against its retries (docs/cluster.md)."""
+
+    refund: int = 0
+    cap: int = 0
+
+    def set_timeout(self, timeout_min: int, max_num_timeout: int) -> None:
+        super().set_timeout(timeout_min, min(self.cap, max_num_timeout + self.refund) if self.refund else max_num_timeout)
+
+
+def work_done(task: Any) -> Any:
+    """What the task has finished so far (``task.progress()``), or None where it cannot say."""
+    progress = getattr(task, "progress", None)
+    return progress() if callable(progress) else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +150,11 @@ class GridTask:
 
     grid: GridConfig
     cluster: ClusterConfig | None = None
+
+    def progress(self) -> tuple[int, int]:
+        """(files, bytes) under the results directory: finished shards and spooled examples both grow it."""
+        files = [p for p in Path(self.grid.results_dir).rglob("*") if p.is_file()]
+        return len(files), sum(p.stat().st_size for p in files)
 
     def __call__(self, address: str) -> Any:
         from jobs.driver import run_grid  # lazy: the job sets Ray's env before anything imports ray
@@ -153,7 +185,8 @@ def submit_grid(grid: GridConfig, cluster: ClusterConfig | None = None,
     if task is None and not problems:  # a results directory nobody can write fails here, not in the queue
         results_dir.check_writable(grid.results_dir, create=False)  # nothing written before the queue accepts
     grid = absolute_paths(grid)
-    job = RayJob(task or GridTask(grid, cluster), grid.ray, cluster.cpus_per_task, Path(cluster.log_dir).resolve())
+    job = RayJob(task or GridTask(grid, cluster), grid.ray, cluster.cpus_per_task, Path(cluster.log_dir).resolve(),
+                 cluster.max_requeues)
     return submit(cluster, grid.name, job, problems)
 
 

@@ -91,7 +91,7 @@ class GridPlan:
                 system_prompt=effective_system_prompt(shard.cell.model.system_prompt, ex.system_prompt)),
                 shard.cell.corrections)
             items.append(ExampleTask(ex, request, base_first, len(segs), reason))
-        return ShardTask(shard, run_id, code_version, tuple(items))
+        return ShardTask(shard, run_id, code_version, tuple(items), self.grid.share_work)
 
 
 def cell_problems(grid: GridConfig, models: dict[str, ModelConfig], benches: dict[str, BenchmarkConfig]) -> list[str]:

@@ -20,6 +20,8 @@ With G GPUs per node, N nodes, W = ``workers``, S = ``score_workers`` and A mode
 - each work unit's estimated seconds ≤ ``UNIT_TIME_FRACTION`` × the smaller of the unit timeout
   (``shard_timeout_s`` × shards per unit) and, on Slurm, the job's time limit: a unit killed at either
   limit is decoded again from its start (or from its finished examples, once those resume);
+- on Slurm, the whole run's estimated wall ≤ ``timeout_min`` × (``max_requeues`` + 1): what one job and
+  its time-out requeues can give (a time-out that finished work is not counted: ``jobs.executors``);
 - ``rehearsal: true`` (fake GPUs; actors run on CPU, :func:`jobs.actors.pick_device`) only with G ≥ 1
   and no hub model.
 
@@ -60,6 +62,7 @@ class WorkFacts:
 
     model_bytes: Mapping[str, int | None] = field(default_factory=dict)
     unit_seconds: Mapping[tuple[str, str], float | None] = field(default_factory=dict)
+    run_seconds: float | None = None  # the whole run's estimated wall on the allocation (jobs.estimate)
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,8 @@ def check(grid: GridConfig, cluster: ClusterConfig, models: Mapping[str, ModelCo
     if cluster.executor == "slurm":
         _memory(grid, cluster, facts, s, where, problems, notes)
     _unit_time(grid, cluster, facts, problems, notes)
+    if cluster.executor == "slurm":
+        _run_time(cluster, facts, problems, notes)
     return ResourceCheck(tuple(problems), tuple(notes))
 
 
@@ -191,6 +196,25 @@ def _unit_time(grid: GridConfig, cluster: ClusterConfig, facts: WorkFacts, probl
     if unknown:
         notes.append(f"unit time: no estimate for {len(unknown)} (model, benchmark) pair(s) (the estimate fills "
                      f"them): not checked against {UNIT_TIME_FRACTION:g} × the {name} ({limit:,.0f} s)")
+
+
+def _run_time(cluster: ClusterConfig, facts: WorkFacts, problems: list[str], notes: list[str]) -> None:
+    """The whole run against what the job can give: the time limit × (time-outs that requeue + 1). A
+    time-out after which more work is finished does not count (``jobs.executors.RayJob.checkpoint``), so
+    this holds a run whose every attempt makes progress to the allocation's own budget."""
+    if facts.run_seconds is None:
+        notes.append("run time: no estimate of the whole run; not checked against the time limit × (max_requeues + 1)")
+        return
+    limit = cluster.timeout_min * 60.0
+    budget = limit * (cluster.max_requeues + 1)
+    if facts.run_seconds <= budget:
+        return
+    attempts = math.ceil(facts.run_seconds / limit)
+    problems.append(
+        f"the whole run: estimated {facts.run_seconds / 3600:,.1f} h of wall on the allocation, over the "
+        f"{cluster.timeout_min}-minute time limit × (max_requeues={cluster.max_requeues} + 1) = {budget / 3600:,.1f} h: "
+        f"set max_requeues={attempts - 1} (time-outs that finished work are not counted against it), or give the "
+        f"run more GPUs (nodes / gpus_per_node, and workers), or run fewer cells (models, benchmarks, taus)")
 
 
 def _unit_line(grid: GridConfig, model: str, bench: str, seconds: float, allowed: float, name: str,

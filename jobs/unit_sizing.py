@@ -21,6 +21,7 @@ from typing import Any
 
 from jobs.estimate import PlanLike, example_cost, grid_device, unit_seconds
 from jobs.shards import Cell, size_key
+from jobs.shared_work import MODE_FREE_FAMILIES
 from streamgen.config import ClusterConfig
 from streamgen.sizing.devices import Device
 from streamgen.sizing.parameters import model_size
@@ -48,9 +49,10 @@ def auto_shard_sizes(cells: Sequence[Cell], examples: Mapping[str, Mapping[str, 
                      excluded: Mapping[tuple[str, str], str | None], *, cluster: ClusterConfig,
                      device: Device) -> dict[str, int]:
     """Examples per shard for each (model, benchmark) (``jobs.shards.size_key``) of ``cells``."""
-    sharing: dict[tuple[str, str, str | None], int] = defaultdict(int)  # cells that share one unit
+    sharing: dict[tuple[str, str, str | None], list[str | None]] = defaultdict(list)  # the modes of one unit's cells
     for cell in cells:
-        sharing[(cell.model.name, cell.benchmark.name, cell.verifier_mode)] += 1
+        free = cell.model.family in MODE_FREE_FAMILIES  # both verifier modes in one unit
+        sharing[(cell.model.name, cell.benchmark.name, None if free else cell.verifier_mode)].append(cell.verifier_mode)
     sizes: dict[str, int] = {}
     for cell in cells:
         key = size_key(cell)
@@ -58,9 +60,9 @@ def auto_shard_sizes(cells: Sequence[Cell], examples: Mapping[str, Mapping[str, 
             continue
         bench, size = cell.benchmark.name, model_size(cell.model)
         assert size is not None, "jobs.estimate.require_sizes runs first"
-        n_cells = max(v for (m, b, _), v in sharing.items() if (m, b) == (cell.model.name, bench))
-        worst = max((example_cost(cell.model, bench, cell.max_new_tokens, ex, segments[(bench, eid)], n_cells,
-                                  device, size).seconds
+        modes = max((v for (m, b, _), v in sharing.items() if (m, b) == (cell.model.name, bench)), key=len)
+        worst = max((example_cost(cell.model, bench, cell.max_new_tokens, ex, segments[(bench, eid)], len(modes),
+                                  device, size, modes=modes).seconds
                      for eid, ex in examples[bench].items() if not excluded[(bench, eid)]), default=0.0)
         fit = math.floor(target_unit_s(cluster) / worst) if worst > 0 else len(examples[bench])
         sizes[key] = max(1, min(fit, len(examples[bench]) or 1))

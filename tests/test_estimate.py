@@ -117,16 +117,27 @@ class _Ex:
 
 def test_shared_work_is_counted_once_per_unit_not_per_cell() -> None:
     """scripted-llada-constant: gen 16, blocks of 8, 8 steps (4 per block). Base and step 1: 8 forwards
-    each; every later step with nothing kept: 1 verify + 4 steps × 2 blocks = 9. Three segments."""
+    each (base decodes of prefixes 3 and 1); a later step with nothing kept: 1 verify + the base decode
+    of its prefix, 8, paid once per prefix: step 2 (prefix 2) 1 + 8, step 3 (prefix 3, the base run's) 1.
+    Three segments. Five cells keeping nothing follow one path; forked, each pays its verifies (and the
+    decodes are still once per prefix); without sharing each cell pays 8 + 8 + 9 + 9."""
     cfg = model_config("scripted-llada-constant")
     size = ModelSize(1_000, 2, "test")
     segments = ("Fix this. ", "It is wrong. ", "Thanks.")
     one = example_cost(cfg, "coedit", 16, _Ex(), segments, 1, A100, size)
     five = example_cost(cfg, "coedit", 16, _Ex(), segments, 5, A100, size)
-    assert (one.shared_forwards, one.per_cell_forwards) == (8 + 8, 9 * 2)
-    assert one.forwards == 16 + 1 * 18
-    assert five.forwards == 16 + 5 * 18  # base per cell would be 5 * 34
-    assert five.seconds < 5 * one.seconds
+    assert (one.shared_forwards, one.per_cell_forwards) == (8 + 8, (1 + 8) + 1)
+    assert one.forwards == five.forwards == 16 + 10
+    forked = example_cost(cfg, "coedit", 16, _Ex(), segments, 5, A100, size, forked=True)
+    assert forked.forwards == 16 + 10 + 4 * (1 + 1)
+    alone = example_cost(cfg, "coedit", 16, _Ex(), segments, 5, A100, size, share=False)
+    assert alone.forwards == 5 * (8 + 8 + 9 + 9)
+    assert five.seconds < forked.seconds < alone.seconds
+    ar = model_config("scripted-ar-constant")  # no base decodes to reuse: each distinct step once
+    ar_one = example_cost(ar, "coedit", 16, _Ex(), segments, 1, A100, size)
+    ar_five = example_cost(ar, "coedit", 16, _Ex(), segments, 5, A100, size)
+    assert ar_five.forwards == ar_one.forwards and ar_one.per_cell_forwards == 2 * 8  # 1 verify + 7 decodes
+    assert example_cost(ar, "coedit", 16, _Ex(), segments, 5, A100, size, share=False).forwards == 5 * (8 + 8 + 16)
 
 
 def test_a_kept_share_prices_each_cell_by_its_own_kept_run() -> None:
@@ -138,7 +149,8 @@ def test_a_kept_share_prices_each_cell_by_its_own_kept_run() -> None:
     size = ModelSize(1_000, 2, "test")
     segments = ("Fix this. ", "It is wrong. ", "Thanks.")
     mixed = example_cost(cfg, "coedit", 16, _Ex(), segments, 3, A100, size, kept=[1.0, 0.5, 0.0])
-    assert mixed.forwards == 16 + 2 * (2 + 7 + 9) and mixed.per_cell_forwards == 2 * 2
+    # three paths; the one keeping nothing pays prefix 2's decode once (1 + 8), and prefix 3's not (the base run)
+    assert mixed.forwards == 16 + 2 * 2 + 2 * 7 + (9 + 1) and mixed.per_cell_forwards == 2 * 2
     earlier = dataclasses.replace(cfg, decoding={**cfg.decoding, "full_block_refill": True, "refill_after_eos": True})
     assert example_cost(earlier, "coedit", 16, _Ex(), segments, 1, A100, size, kept=[1.0]).per_cell_forwards == 2 * 5
     with pytest.raises(ValueError, match="one share in"):

@@ -115,7 +115,7 @@ def test_the_estimate_bounds_every_example_and_equals_llada_and_dream_when_nothi
             recorded = p["base_forwards"] + p["speculative_forwards"] + p["residual_forwards"]
             ex, segs = plan.examples["coedit"][p["example_id"]], plan.segments[("coedit", p["example_id"])]
             bound = answer_positions(cfg, "coedit", BUDGET)
-            est = example_cost(cfg, "coedit", BUDGET, ex, segs, 1, DEVICES["cpu"], size, bound).forwards
+            est = example_cost(cfg, "coedit", BUDGET, ex, segs, 1, DEVICES["cpu"], size, bound, share=False).forwards
             kept = [s["accepted_tokens"] for s in steps[(p["model"], p["example_id"], p["acceptance"])]]
             assert recorded <= est, p["model"]
             if cfg.family == "bidirectional" and not any(kept):

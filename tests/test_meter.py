@@ -62,3 +62,42 @@ def test_clearing_the_log_changes_no_reading_and_a_given_log_is_counted() -> Non
     assert meter.reading() == before and before.forwards == 20
     log = fake_meter(7).calls
     assert ForwardMeter(calls=list(log)).reading() == summed(log)
+
+
+def test_the_log_keeps_the_latest_calls_and_the_totals_keep_them_all() -> None:
+    """The meter's memory stays flat: its log holds at most ``limit`` calls (the older half leaves when
+    full), while readings and per-kind totals still count every call."""
+    from streamgen.decoding.meter import CallLog
+
+    limit, n = 64, 1000
+    meter = ForwardMeter(calls=CallLog(limit=limit))
+    ticks = count()
+    meter.clock = lambda: float(next(ticks))
+    for i in range(n):
+        with meter.call("verify" if i % 4 == 0 else "decode", 2):
+            pass
+    log = meter.calls
+    assert isinstance(log, CallLog) and limit // 2 < len(log) <= limit and log.dropped == n - len(log)
+    assert meter.reading() == MeterReading(n, 2 * n, float(n))  # each call spans one tick
+    assert meter.by_kind["verify"].forwards == n // 4 and meter.by_kind["decode"].forwards == n - n // 4
+    assert sum(k.tokens_fed for k in meter.by_kind.values()) == 2 * n
+    assert ForwardMeter().calls.limit >= 4096  # the default log: bounded, enough for any one pair's inspection
+
+
+def test_cuda_actors_decode_deterministically_and_cpu_is_left_alone(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """make_deterministic sets and records what shared work relies on, on CUDA only."""
+    import torch
+
+    from streamgen.decoding import numerics
+
+    calls: list[bool] = []
+    monkeypatch.setattr(torch, "use_deterministic_algorithms", lambda on: calls.append(on))
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", False)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    env: dict[str, str] = {}
+    assert numerics.make_deterministic("cpu", env) is False and env == {} and calls == []
+    assert numerics.make_deterministic("cuda:0", env) is True
+    assert env == {"CUBLAS_WORKSPACE_CONFIG": numerics.CUBLAS_WORKSPACE} and calls == [True]
+    assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+    assert '"cublas_workspace_config":":16:8"' in numerics.numerics_record(torch.nn.Linear(2, 2), "cpu").to_json()

@@ -230,3 +230,19 @@ def test_a_local_machines_gpus_found_not_declared_cap_workers_instead(monkeypatc
     assert "set workers=1" in line
     hub = _grid(workers=1, ray=RayConfig(object_store_mb=256))
     assert resources.check(hub, local, {"big": HUB}, executors.allocation(hub, local)).problems == ()
+
+
+def test_the_whole_run_must_fit_the_time_limit_times_the_requeues() -> None:
+    """On Slurm the run's estimated wall must fit timeout_min × (max_requeues + 1); over it, the problem
+    names the max_requeues that would fit: ceil(run / limit) − 1."""
+    grid, limit_min, requeues = _grid(), 480, 3
+    cluster = _slurm(timeout_min=limit_min, max_requeues=requeues)
+    budget_s = limit_min * 60.0 * (requeues + 1)  # 32 h
+    assert _problems(grid, cluster, facts=WorkFacts({}, {}, run_seconds=budget_s)) == ()
+    run_s = 487 * 3600.0  # the study's wall before sharing
+    (line,) = _problems(grid, cluster, facts=WorkFacts({}, {}, run_seconds=run_s))
+    assert "the whole run" in line and f"= {budget_s / 3600:,.1f} h" in line
+    assert f"set max_requeues={math.ceil(run_s / (limit_min * 60.0)) - 1}" in line
+    local = ClusterConfig(name="l", executor="local")  # no job time limit on a local run
+    grid_gpu = dataclasses.replace(grid, ray=RayConfig(object_store_mb=1024, num_gpus=8))
+    assert _problems(grid_gpu, local, facts=WorkFacts({}, {}, run_seconds=run_s)) == ()

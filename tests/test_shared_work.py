@@ -49,7 +49,7 @@ def _run(plan: GridPlan, share: bool) -> Run:
     for model in MODELS:
         actor = ModelActor(plan.models[model])
         for unit in group_shards([s for s in plan.shards if s.model_name == model], share=share):
-            tasks = tuple(plan.task(s, f"run-{share}", "test") for s in unit)
+            tasks = tuple(dataclasses.replace(plan.task(s, f"run-{share}", "test"), share_work=share) for s in unit)
             decoded = actor.run_unit(tasks)
             executed += sum(d.forwards_executed for d in decoded)
             rows.extend(score_unit(tasks, decoded))
@@ -114,9 +114,10 @@ def test_each_cells_recorded_run_order_is_what_ran(plan: GridPlan, monkeypatch: 
         events.append("base" if self._base is None else "base (shared)")
         return base_run(self, done)
 
-    def spy_stream(self: Any, rule: Any, done: Any) -> Any:
+    def spy_stream(self: Any, index: int, done: Any) -> Any:
+        rule = self.cells[index].rule
         events.append(f"stream {rule.name} {column_param(rule, 'tau')}")
-        return stream(self, rule, done)
+        return stream(self, index, done)
 
     monkeypatch.setattr(shared.SharedExample, "_base_run", spy_base)
     monkeypatch.setattr(shared.SharedExample, "_stream", spy_stream)
@@ -152,8 +153,8 @@ def test_a_pair_that_raises_keeps_the_model_calls_it_made(plan: GridPlan, monkey
         ran.setdefault(self.request.example_id, []).append(base.forwards)
         return base, done
 
-    def raising_stream(self: Any, rule: Any, done: Any) -> Any:
-        steps, done = stream(self, rule, done)
+    def raising_stream(self: Any, index: int, done: Any) -> Any:
+        steps, done = stream(self, index, done)
         ran.setdefault(self.request.example_id, []).extend(s.answer.forwards for s in steps)
         raise RuntimeError("raised after the stream ran")
 

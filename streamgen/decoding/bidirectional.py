@@ -25,6 +25,8 @@ another request and reports its median probability and accepted length.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,6 +54,7 @@ from streamgen.decoding.bidir_sampler import (
 )
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import verification_from_probs
+from streamgen.decoding.memo import Decoded, DecodeMemo
 from streamgen.decoding.over_text import OverText
 from streamgen.models.rope import cast_keeping_rope_float32
 from streamgen.models.weights import LoadedModel, ModelLoadError, load_model_and_tokenizer, torch_dtype
@@ -122,6 +125,14 @@ class BidirectionalDecoder(OverText):
         self.eos_ids = frozenset(self.text.eos_token_ids) | frozenset(int(t) for t in settings.eos_token_ids)
         self.mask_id = _mask_id(model, tokenizer, settings.mask_token_id)
         self.device = torch.device(device)
+        self.memo: DecodeMemo | None = None  # with_memo: base decodes shared within one example
+
+    def with_memo(self, memo: DecodeMemo) -> BidirectionalDecoder:
+        """This decoder (same weights, settings and meter) remembering its decodes of fully masked
+        buffers in ``memo``: a step that keeps nothing is the base decode of its prefix (docs/diffusion.md)."""
+        twin = copy.copy(self)
+        twin.memo = memo
+        return twin
 
     def for_benchmark(self, benchmark: str) -> BidirectionalDecoder:
         """A decoder with ``per_benchmark[benchmark]`` applied (same model, text decoder and meter)."""
@@ -210,12 +221,32 @@ class BidirectionalDecoder(OverText):
         buffer; what it reveals falls after the answer's end, so none is kept. It makes the floor 2."""
         self.forward(buf, "denoise")
 
-    def _generation(self, buf: Buffer, span: Any) -> Generation:
+    def decode(self, buf: Buffer) -> Decoded | None:
+        """:meth:`denoise`, or, with a memo holding this fully masked buffer's decode, its result (returned:
+        the cost the caller records on top of its own span). A decode that runs is remembered."""
+        if self.memo is None or any(t is not None for t in buf.answer):
+            self.denoise(buf)
+            return None
+        key = (repr(dataclasses.replace(self.settings, verifier_mode="")), tuple(buf.prompt), tuple(buf.prompt_masked))
+        found = self.memo.get(key)
+        if found is None:
+            with self.meter.span() as span:
+                self.denoise(buf)
+            self.memo.put(key, Decoded((tuple(buf.prompt), tuple(buf.prompt_masked), tuple(buf.answer)),
+                                       span.meter, span.wall_s))
+            return None
+        prompt, masked, answer = found.state
+        buf.prompt, buf.prompt_masked, buf.answer = list(prompt), list(masked), list(answer)
+        return found
+
+    def _generation(self, buf: Buffer, span: Any, reused: Decoded | None = None) -> Generation:
         eos = buf.eos_pos(self.eos_ids)
         end = self.gen_length if eos is None else eos + 1
         tokens = [self.mask_id if t is None else int(t) for t in buf.answer[:end]]  # a never-revealed mask stays
         text = self.text.decode_text([t for t in tokens if t != self.mask_id])
-        return Generation(tuple(tokens), text, eos is not None, span.wall_s, span.meter)
+        if reused is None:
+            return Generation(tuple(tokens), text, eos is not None, span.wall_s, span.meter)
+        return Generation(tuple(tokens), text, eos is not None, span.wall_s + reused.wall_s, span.meter + reused.meter)
 
     def _buffer(self, messages: Sequence[Message]) -> Buffer:
         prompt = self.text.render(messages)
@@ -227,8 +258,8 @@ class BidirectionalDecoder(OverText):
     def generate(self, messages: Sequence[Message]) -> Generation:
         with self.meter.span() as span:  # rendering counts, as in every family (docs/accounting.md)
             buf = self._buffer(messages)
-            self.denoise(buf)
-        return self._generation(buf, span)
+            reused = self.decode(buf)
+        return self._generation(buf, span, reused)
 
     @torch.inference_mode()
     def score(self, messages: Sequence[Message], draft: Sequence[int],
@@ -276,11 +307,12 @@ class BidirectionalSession:
                 extra["verify_median_prob"] = verification.median_prob or 0.0  # positions is non-empty
             else:
                 buf = d._buffer(messages)
+            reused = None
             if d.leaves_nothing(buf):
                 d.confirm(buf)  # the draft is the answer; one denoising step emits it
-            else:
-                d.denoise(buf)  # every block with a masked position, each at the official rate
-        answer = d._generation(buf, span)
+            else:  # every block with a masked position, each at the official rate; nothing kept: a base decode
+                reused = d.decode(buf)
+        answer = d._generation(buf, span, reused)
         return StepResult(len(positions), accepted, len(answer.token_ids) - accepted, answer, extra)
 
     def close(self) -> None:

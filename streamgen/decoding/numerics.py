@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -81,6 +82,7 @@ class NumericsRecord:
     cudnn_deterministic: bool
     cudnn_benchmark: bool
     kv_cache_class: str
+    cublas_workspace_config: str | None = None  # CUBLAS_WORKSPACE_CONFIG as the actor ran (set on CUDA)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
@@ -103,5 +105,23 @@ def numerics_record(model: Any, device: str, kv_cache_class: str = "DynamicCache
         torch.get_float32_matmul_precision(), bool(torch.backends.cuda.matmul.allow_tf32),
         bool(torch.backends.cudnn.allow_tf32), torch.get_num_threads(),
         torch.are_deterministic_algorithms_enabled(), bool(torch.backends.cudnn.deterministic),
-        bool(torch.backends.cudnn.benchmark), kv_cache_class)
+        bool(torch.backends.cudnn.benchmark), kv_cache_class, os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+
+
+CUBLAS_WORKSPACE = ":4096:8"  # what torch.use_deterministic_algorithms needs of cuBLAS (CUDA ≥ 10.2)
+
+
+def make_deterministic(device: str, env: dict[str, str] | None = None) -> bool:
+    """On CUDA, deterministic algorithms (``torch.use_deterministic_algorithms``, cuDNN's deterministic
+    mode, no benchmark autotuning) and ``CUBLAS_WORKSPACE_CONFIG`` (cuBLAS's reproducible workspace;
+    set before the first matmul creates its handle): shared work (``streamgen.shared``) is exact only if
+    a repeated computation gives the same result. Returns whether it set anything (nothing on CPU,
+    whose kernels are deterministic at a fixed thread count). Both land on the numerics record."""
+    if not str(device).startswith("cuda"):
+        return False
+    target = os.environ if env is None else env
+    target.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    return True
 
