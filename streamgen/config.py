@@ -59,6 +59,7 @@ MODEL_SOURCES = ("hub", "local", "gguf", "smollm2", "gemma3_270m", "tiny", "scri
 TINY_ARCHS = ("llama", "qwen3", "gemma3", "llada", "dream", "diffusion_gemma")
 # acceptance-rule parameters that keep a grid list of their own (their result columns are tau and tie_guard)
 RULE_PARAM_LISTS = {"tau": "taus", "tie_guard": "tie_guards"}
+METRICS = ("pass@1", "f1", "exact")  # a benchmark YAML's metric; an lm_eval:TASK's is the task's own
 LM_EVAL_PREFIX = "lm_eval:"  # benchmarks=[lm_eval:TASK]: lm-evaluation-harness's task TASK
 DTYPES = ("float32", "bfloat16", "float16")
 EXECUTORS = ("local", "debug", "slurm")
@@ -458,7 +459,7 @@ def validate_benchmark(cfg: BenchmarkConfig, data_dir: Path | None = None) -> li
                      "a folder holding the benchmark data and its MANIFEST.tsv (default: the repository's data/)")
     if cfg.max_new_tokens < 1:
         p.append(f"benchmark {n}: max_new_tokens={cfg.max_new_tokens} must be ≥ 1")
-    if cfg.source != "lm_eval" and cfg.metric not in ("pass@1", "f1", "exact"):
+    if cfg.source != "lm_eval" and cfg.metric not in METRICS:
         p.append(f"benchmark {n}: metric={cfg.metric!r} must be pass@1, f1 or exact")
     if "system_prompt" in cfg.options:
         p.append(f"benchmark {n}: options.system_prompt moved to the top-level system_prompt field; "
