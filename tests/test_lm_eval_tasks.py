@@ -138,6 +138,8 @@ def test_prompt_is_lm_evals_and_only_the_document_streams(tasks_dir: Path, task:
 
 
 @pytest.mark.parametrize("task", TASKS)
+@pytest.mark.integration
+@pytest.mark.slow
 def test_grid_quality_equals_lm_evals_for_the_same_answers(grid_run: tuple[Path, str], tasks_dir: Path,
                                                            task: str) -> None:
     pairs = pairs_of(grid_run[0], task)
@@ -153,6 +155,23 @@ def test_grid_quality_equals_lm_evals_for_the_same_answers(grid_run: tuple[Path,
     assert [p["stream_quality"] for p in pairs] == [p["base_quality"] for p in pairs]  # greedy: same answers
 
 
+def test_answers_are_cut_at_until_and_filtered_as_lm_eval_does(tasks_dir: Path) -> None:
+    """Answers that run past a stop string: the GSM8K-style flexible filter takes the *last* word, so an
+    uncut answer would score the word after ``Question:``."""
+    bench = load_benchmark(lm_eval_benchmark_config("lm_eval:gsm_local", str(tasks_dir)))
+    examples = bench.examples(limit=N_DOCS)
+    answers = {0: "XYZ\nQuestion: ABCDEF", 1: "It is XYZ.", 2: "ABCDEF then ABCDEF", 3: "#### ABCDEF<|im_end|>XYZ"}
+    ours = [bench.score(ex, answers[int(ex.example_id)]) for ex in examples]
+    assert [s.quality for s in ours] == [0.0, 1.0, 1.0, 0.0]  # document 0's ABCDEF came after "Question:"
+    assert ours[0].detail == "[flexible-extract] XYZ"
+    out, _ = lm_eval_run(tasks_dir, "gsm_local", answers)
+    theirs = sorted((s for s in out["samples"]["gsm_local"] if s["filter"] == "flexible-extract"),
+                    key=lambda s: s["doc_id"])
+    assert [float(s["exact_match"]) for s in theirs] == [s.quality for s in ours]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
 def test_rows_carry_the_task_and_the_report_names_its_metric(grid_run: tuple[Path, str]) -> None:
     results, report = grid_run
     for task in TASKS:
@@ -164,6 +183,8 @@ def test_rows_carry_the_task_and_the_report_names_its_metric(grid_run: tuple[Pat
         assert re.search(rf"\| lm_eval:{task} \({METRICS[task]}\) \| 4 \| 50\.0 \| 50\.0 \|", report), report[-3000:]
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_viewer_shows_the_tasks_examples(grid_run: tuple[Path, str], tmp_path: Path) -> None:
     from analysis.view import write_viewer
 
