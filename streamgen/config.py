@@ -61,6 +61,7 @@ TINY_ARCHS = ("llama", "qwen3", "gemma3", "llada", "dream", "diffusion_gemma")
 RULE_PARAM_LISTS = {"tau": "taus", "tie_guard": "tie_guards"}
 METRICS = ("pass@1", "f1", "exact")  # a benchmark YAML's metric; an lm_eval:TASK's is the task's own
 LM_EVAL_PREFIX = "lm_eval:"  # benchmarks=[lm_eval:TASK]: lm-evaluation-harness's task TASK
+LM_EVAL_UNRESOLVED = "lm_eval"  # an lm_eval:TASK config's version until its task is read
 DTYPES = ("float32", "bfloat16", "float16")
 EXECUTORS = ("local", "debug", "slurm")
 GRANULARITIES = ("sentence", "word", "chars")
@@ -394,7 +395,7 @@ def lm_eval_benchmark_config(name: str, include_path: str, overrides: Sequence[s
     filled in when the task is read (``LmEvalBenchmark.cfg``); ``options`` may set ``apply_chat_template``,
     ``fewshot_as_multiturn``, ``system_instruction`` and ``num_fewshot`` as lm-eval's ``simple_evaluate`` takes them."""
     include = str(Path(include_path).resolve()) if include_path else ""
-    return load(BenchmarkConfig, {"name": name, "version": "lm_eval", "module": "lm_eval", "source": "lm_eval",
+    return load(BenchmarkConfig, {"name": name, "version": LM_EVAL_UNRESOLVED, "module": "lm_eval", "source": "lm_eval",
                                   "answer_extraction": "text", "metric": "",
                                   "options": {"task": name[len(LM_EVAL_PREFIX):], "include_path": include}},
                 overrides=overrides)

@@ -11,7 +11,6 @@ the grid's base answers, compared per document and in aggregate. A code task and
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -31,7 +30,13 @@ from lm_eval.models.utils import postprocess_generated_text  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
 from streamgen.benchmarks import load_benchmark  # noqa: E402
-from streamgen.config import REPO_ROOT, ConfigError, grid_config, lm_eval_benchmark_config  # noqa: E402
+from streamgen.config import (  # noqa: E402
+    REPO_ROOT,
+    ConfigError,
+    grid_benchmark_config,
+    grid_config,
+    lm_eval_benchmark_config,
+)
 from tests.lm_eval_tasks import ANSWER, CHAT_OPTIONS, N_DOCS, TASKS, write_tasks  # noqa: E402
 
 MODEL = "scripted-ar-constant"
@@ -246,19 +251,27 @@ def test_hub_task_is_refused_before_any_model_loads(tasks_dir: Path, monkeypatch
     assert "'openai/gsm8k'" in line and "dataset_path: json" in line and "data_files" in line
 
 
-def test_grid_yaml_names_tasks_and_include_path(tasks_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.integration
+@pytest.mark.slow
+def test_rescore_scores_the_stored_answers_again_alike(grid_run: tuple[Path, str]) -> None:
+    """analysis.rescore finds the task through the config its run recorded, at the same version."""
+    from analysis.rescore import RescoreConfig, rescore
+
+    summary = rescore(grid_run[0], RescoreConfig(benchmarks=["lm_eval:gsm_local"], workers=1, force=True),
+                      progress=False)
+    assert (summary.scored_rows, summary.rescored, summary.skipped) == (N_DOCS, N_DOCS, 0)
+    scores = [r for f in summary.files for r in pq.read_table(f).to_pylist()]
+    assert sorted((int(r["example_id"]), r["base_quality"]) for r in scores) == [(0, 1.0), (1, 0.0), (2, 1.0), (3, 0.0)]
+
+
+def test_grid_yaml_names_tasks_and_include_path(tasks_dir: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     configs = tmp_path / "configs"
     shutil.copytree(REPO_ROOT / "configs", configs)
     (configs / "grid" / "mine.yaml").write_text(
         f"name: mine\nmodels: [{MODEL}]\nbenchmarks: [lm_eval:chat_local]\nlm_eval_include_path: {tasks_dir}\n"
         f"benchmark_overrides:\n  lm_eval:chat_local: {json.dumps(overrides('chat_local'))}\n")
-    os.environ["STREAMGEN_CONFIGS"] = str(configs)
-    try:
-        from streamgen.config import grid_benchmark_config
-
-        grid = grid_config("mine")
-        cfg = grid_benchmark_config(grid, "lm_eval:chat_local")
-    finally:
-        del os.environ["STREAMGEN_CONFIGS"]
+    monkeypatch.setenv("STREAMGEN_CONFIGS", str(configs))
+    cfg = grid_benchmark_config(grid_config("mine"), "lm_eval:chat_local")
     assert cfg.options == {"task": "chat_local", "include_path": str(tasks_dir), **CHAT_OPTIONS}
     assert load_benchmark(cfg).cfg.metric == "exact_match,none"

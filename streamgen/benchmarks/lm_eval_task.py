@@ -33,14 +33,13 @@ from streamgen.benchmarks.lm_eval_checks import (
     metric_problems,
     task_fingerprint,
 )
+from streamgen.config import LM_EVAL_UNRESOLVED as UNRESOLVED
 from streamgen.config import BenchmarkConfig, ConfigError
 from streamgen.requests.chat import Message
 from streamgen.requests.segment import segment
 
 logger = logging.getLogger(__name__)
 
-UNRESOLVED = "lm_eval"
-"""The version of an ``lm_eval:TASK`` config before its task is read (``streamgen.config``)."""
 FEWSHOT_SEED = 1234
 """lm-eval's default ``fewshot_random_seed`` (``simple_evaluate``): the same seed draws the same examples."""
 DEFAULT_MAX_GEN_TOKS = 256
@@ -105,6 +104,12 @@ def resolved(cfg: BenchmarkConfig, loaded: LoadedTask) -> BenchmarkConfig:
     version = f"{loaded.version}+{task_fingerprint(loaded)}"
     metric = cfg.metric or f"{loaded.metrics[0]},{loaded.filters[0]}"
     return dataclasses.replace(cfg, version=version, metric=metric, max_new_tokens=max_gen_toks(loaded))
+
+
+def task_version(cfg: BenchmarkConfig) -> str:
+    """The version an ``lm_eval:TASK`` config runs as: its own once resolved (the benchmark checked it
+    against the files when it loaded), else read from the task's files now (``analysis.rescore``)."""
+    return cfg.version if cfg.version != UNRESOLVED else LmEvalBenchmark(cfg).cfg.version
 
 
 @dataclass
