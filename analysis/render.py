@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from streamgen.acceptance_rules import column_label
+from streamgen.config import METRICS
 
 SCOPE_LABEL = {"macro": "average (macro)", "pooled": "pooled"}
 
@@ -64,8 +65,12 @@ def setting_label(row: Mapping[str, Any], *, with_rule: bool = True) -> str:
 
 
 def row_label(row: dict) -> str:
-    """The benchmark name, or 'average (macro)' / 'pooled' for aggregate rows."""
-    return SCOPE_LABEL.get(row.get("scope") or "", row.get("benchmark") or "–")
+    """The benchmark name, or 'average (macro)' / 'pooled' for aggregate rows. A benchmark whose quality
+    is not one of the project's own metrics (an lm-eval task's, e.g. ``exact_match,strict-match``) is
+    named with it: ``lm_eval:gsm8k (exact_match,strict-match)``."""
+    label = SCOPE_LABEL.get(row.get("scope") or "", row.get("benchmark") or "–")
+    metric = row.get("quality_metric")
+    return f"{label} ({metric})" if metric and metric not in METRICS and row.get("scope") != "pooled" else label
 
 
 def with_labels(rows: Sequence[dict]) -> list[dict]:

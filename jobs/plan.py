@@ -128,10 +128,13 @@ def model_problems(cfg: ModelConfig) -> list[str]:
 
 
 def _load_examples(cfg: BenchmarkConfig, data_dir: Path, limit: int | None,
-                   segmenter: Segmenter | None = None, ids: Sequence[str] = ()) -> tuple[dict, dict, list[str]]:
-    """The benchmark's examples by id (:func:`pick_examples`), their segments, and what would stop it
+                   segmenter: Segmenter | None = None,
+                   ids: Sequence[str] = ()) -> tuple[dict, dict, list[str], BenchmarkConfig]:
+    """The benchmark's examples by id (:func:`pick_examples`), their segments, what would stop it
     from scoring (e.g. a missing DS-1000 interpreter: the examples still load, the dry run still
-    estimates); raises ConfigError naming what stops them loading (e.g. an id its data does not have)."""
+    estimates) and its config as the loaded benchmark defines it (an lm-eval task fills in its version,
+    metric and answer budget); raises ConfigError naming what stops them loading (e.g. an id its data
+    does not have)."""
     from streamgen.benchmarks import load_benchmark
 
     bench = load_benchmark(cfg)
@@ -144,7 +147,7 @@ def _load_examples(cfg: BenchmarkConfig, data_dir: Path, limit: int | None,
     segments = {(cfg.name, ex.example_id): tuple(bench.segments(ex)) for ex in examples}
     if segmenter is not None:  # another granularity: re-cut the benchmark's (lossless) segments
         segments = {key: tuple(segmenter("".join(segs))) for key, segs in segments.items()}
-    return by_id, segments, cannot_score
+    return by_id, segments, cannot_score, bench.cfg
 
 
 def pick_examples(name: str, examples: list[Any], limit: int | None, ids: Sequence[str], data_dir: Path) -> list[Any]:
@@ -220,11 +223,11 @@ def plan_with_problems(grid: GridConfig, cluster: ClusterConfig | None = None, s
     if data_dir.is_dir():
         for name, cfg in benches.items():
             try:
-                examples[name], segs, cannot_score = _load_examples(cfg, data_dir, grid.limit, _segmenter(grid),
-                                                                    grid.examples.get(name, ()))
+                examples[name], segs, cannot_score, loaded = _load_examples(
+                    cfg, data_dir, grid.limit, _segmenter(grid), grid.examples.get(name, ()))
                 late.extend(p for p in cannot_score if p not in late)
                 segments.update(segs)
-                benches[name] = versioned(cfg, data_dir)  # the data files' sha256 enter cells and rows
+                benches[name] = versioned(loaded, data_dir)  # the data files' sha256 enter cells and rows
             except ConfigError as exc:
                 problems.extend(p for p in exc.problems if p not in problems)
             except (OSError, ValueError, KeyError, RuntimeError) as exc:

@@ -67,7 +67,7 @@ class RowContext:
         return {
             "run_id": self.run_id, "shard_id": self.shard_id, "cell_id": cell.cell_id, "model": cell.model.row_model,
             "family": cell.model.family, "variant": cell.model.variant, "benchmark": cell.benchmark.name,
-            "benchmark_version": cell.benchmark.version, "acceptance": cell.acceptance, "tau": cell.tau,
+            "benchmark_version": cell.benchmark.version, "quality_metric": cell.benchmark.metric, "acceptance": cell.acceptance, "tau": cell.tau,
             "verifier_mode": cell.verifier_mode, "device": self.device, "actor_id": self.actor_id,
             "schema_version": SCHEMA_VERSION, "code_version": self.code_version,
             "slot_threshold": self.thresholds[0], "token_threshold": self.thresholds[1],

@@ -59,6 +59,9 @@ MODEL_SOURCES = ("hub", "local", "gguf", "smollm2", "gemma3_270m", "tiny", "scri
 TINY_ARCHS = ("llama", "qwen3", "gemma3", "llada", "dream", "diffusion_gemma")
 # acceptance-rule parameters that keep a grid list of their own (their result columns are tau and tie_guard)
 RULE_PARAM_LISTS = {"tau": "taus", "tie_guard": "tie_guards"}
+METRICS = ("pass@1", "f1", "exact")  # a benchmark YAML's metric; an lm_eval:TASK's is the task's own
+LM_EVAL_PREFIX = "lm_eval:"  # benchmarks=[lm_eval:TASK]: lm-evaluation-harness's task TASK
+LM_EVAL_UNRESOLVED = "lm_eval"  # an lm_eval:TASK config's version until its task is read
 DTYPES = ("float32", "bfloat16", "float16")
 EXECUTORS = ("local", "debug", "slurm")
 GRANULARITIES = ("sentence", "word", "chars")
@@ -259,6 +262,9 @@ class GridConfig:
     # Model actors show the libraries' loading progress bars (transformers' "Loading weights", the GGUF
     # conversion, huggingface_hub); off: the console shows the grid's own progress and the summary
     verbose: bool = False
+    # Folders of lm-evaluation-harness task YAMLs, as lm-eval's --include_path: `benchmarks=[lm_eval:TASK]`
+    # finds TASK there first, then among lm-eval's built-in tasks (docs/benchmarks.md, "lm-eval tasks")
+    lm_eval_include_path: str = ""
 
 
 @dataclass(frozen=True)
@@ -383,7 +389,21 @@ def model_config(name: str, overrides: Sequence[str] = ()) -> ModelConfig:
 
 
 def benchmark_config(name: str, overrides: Sequence[str] = ()) -> BenchmarkConfig:
+    if name.startswith(LM_EVAL_PREFIX):
+        return lm_eval_benchmark_config(name, "", overrides)
     return _named("benchmarks", BenchmarkConfig, name, overrides)
+
+
+def lm_eval_benchmark_config(name: str, include_path: str, overrides: Sequence[str] = ()) -> BenchmarkConfig:
+    """The config of ``lm_eval:TASK``: lm-eval's task TASK (``streamgen.benchmarks.lm_eval_task``), found in
+    ``include_path`` or among lm-eval's own tasks. Its version, metric and answer budget are the task's,
+    filled in when the task is read (``LmEvalBenchmark.cfg``); ``options`` may set ``apply_chat_template``,
+    ``fewshot_as_multiturn``, ``system_instruction`` and ``num_fewshot`` as lm-eval's ``simple_evaluate`` takes them."""
+    include = str(Path(include_path).resolve()) if include_path else ""
+    return load(BenchmarkConfig, {"name": name, "version": LM_EVAL_UNRESOLVED, "module": "lm_eval", "source": "lm_eval",
+                                  "answer_extraction": "text", "metric": "",
+                                  "options": {"task": name[len(LM_EVAL_PREFIX):], "include_path": include}},
+                overrides=overrides)
 
 
 def cluster_config(name: str, overrides: Sequence[str] = ()) -> ClusterConfig:
@@ -434,8 +454,8 @@ def validate_benchmark(cfg: BenchmarkConfig, data_dir: Path | None = None) -> li
         p.append(f"benchmark {n}: set version= (bump it whenever the prompt or scoring changes)")
     if not cfg.module:
         p.append(f"benchmark {n}: set module= (the streamgen.benchmarks module that loads and scores it)")
-    if cfg.source not in ("local", "hub"):
-        p.append(f"benchmark {n}: source={cfg.source!r} must be local or hub")
+    if cfg.source not in ("local", "hub", "lm_eval"):
+        p.append(f"benchmark {n}: source={cfg.source!r} must be local or hub (lm_eval: an lm_eval:TASK benchmark)")
     if cfg.source == "hub" and not cfg.hub_id:
         p.append(f"benchmark {n}: source=hub needs hub_id= and hub_split=")
     if cfg.source == "local" and data_dir is not None:
@@ -445,7 +465,7 @@ def validate_benchmark(cfg: BenchmarkConfig, data_dir: Path | None = None) -> li
                      "a folder holding the benchmark data and its MANIFEST.tsv (default: the repository's data/)")
     if cfg.max_new_tokens < 1:
         p.append(f"benchmark {n}: max_new_tokens={cfg.max_new_tokens} must be ≥ 1")
-    if cfg.metric not in ("pass@1", "f1", "exact"):
+    if cfg.source != "lm_eval" and cfg.metric not in METRICS:
         p.append(f"benchmark {n}: metric={cfg.metric!r} must be pass@1, f1 or exact")
     if "system_prompt" in cfg.options:
         p.append(f"benchmark {n}: options.system_prompt moved to the top-level system_prompt field; "
@@ -473,6 +493,9 @@ def validate_grid(grid: GridConfig) -> list[str]:
         p.extend(validate_model(cfg))
         if (twin := row_names.setdefault((cfg.row_model, cfg.variant), m)) != m:
             p.append(f"models {twin} and {m} would write rows as the same (model, variant): give {m} its own variant")
+    if grid.lm_eval_include_path and not Path(grid.lm_eval_include_path).is_dir():
+        p.append(f"lm_eval_include_path={grid.lm_eval_include_path} is not a folder: point it at the folder of "
+                 "your lm-eval task YAMLs (as lm-eval's --include_path)")
     if not grid.benchmarks:
         p.append("benchmarks=[] is empty: name at least one benchmark from configs/benchmarks/")
     for b in grid.benchmarks:
@@ -655,6 +678,8 @@ def validate_typing(cfg: TypingConfig, *, live: bool = False) -> list[str]:
 
 def grid_benchmark_config(grid: GridConfig, name: str) -> BenchmarkConfig:
     """The benchmark's config as this grid runs it (its ``benchmark_overrides`` applied)."""
+    if name.startswith(LM_EVAL_PREFIX):
+        return lm_eval_benchmark_config(name, grid.lm_eval_include_path, list(grid.benchmark_overrides.get(name, [])))
     return benchmark_config(name, list(grid.benchmark_overrides.get(name, [])))
 
 

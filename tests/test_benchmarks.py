@@ -68,9 +68,12 @@ def test_every_benchmark_yaml_names_a_listed_builder() -> None:
     from streamgen.benchmarks import BUILDERS
 
     modules = {benchmark_config(name).module for name in available("benchmarks")}
+    # lm_eval has no YAML: benchmarks=[lm_eval:TASK] names it (streamgen.config.lm_eval_benchmark_config)
+    modules.add(benchmark_config("lm_eval:any").module)
     assert modules == set(BUILDERS), "list each streamgen/benchmarks module with a build(cfg) in BUILDERS"
     # module: data is the benchmark from data alone, built by streamgen.benchmarks.from_data
-    assert all(BUILDERS[m].__module__ == f"streamgen.benchmarks.{'from_data' if m == 'data' else m}" for m in BUILDERS)
+    own = {"data": "from_data", "lm_eval": "lm_eval_task"}
+    assert all(BUILDERS[m].__module__ == f"streamgen.benchmarks.{own.get(m, m)}" for m in BUILDERS)
 
 
 def test_unknown_module_and_bad_template_and_missing_data_say_how_to_fix(data_dir: Path, tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ SELECT
     {cols cell},
     run_id, cell_id, example_id, excluded_reason, error_type,
     cell_fingerprint,
+    quality_metric,
     is_error, is_excluded, is_included,
     CASE WHEN is_included THEN base_quality END AS q_base,
     CASE WHEN is_included THEN stream_quality END AS q_stream,

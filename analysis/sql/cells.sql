@@ -6,6 +6,7 @@
 SELECT
     {cols cell},
     CASE WHEN GROUPING(benchmark) = 1 THEN 'pooled' ELSE 'benchmark' END AS scope,
+    CASE WHEN GROUPING(benchmark) = 0 THEN any_value(quality_metric) END AS quality_metric,
     count(*) AS n_total,
     count(*) FILTER (WHERE is_included) AS n_included,
     count(*) FILTER (WHERE is_excluded) AS n_excluded,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from streamgen.benchmarks import canitedit, chat, coedit, ds1000, from_data, mbpp
+from streamgen.benchmarks import canitedit, chat, coedit, ds1000, from_data, lm_eval_task, mbpp
 from streamgen.benchmarks.base import Benchmark, BenchmarkDataError, Example, Score
 from streamgen.config import BenchmarkConfig, ConfigError, raise_if_problems, validate_benchmark
 from streamgen.exclusions import EMPTY_ANSWER, SINGLE_SEGMENT, empty_answer_reason, exclusion_reason
@@ -29,10 +29,11 @@ __all__ = ["BUILDERS", "Benchmark", "BenchmarkDataError", "Example", "Score", "S
 
 BUILDERS: Mapping[str, Callable[[BenchmarkConfig], Benchmark]] = MappingProxyType({
     "canitedit": canitedit.build, "chat": chat.build, "coedit": coedit.build, "data": from_data.build,
-    "ds1000": ds1000.build, "mbpp": mbpp.build,
+    "ds1000": ds1000.build, "lm_eval": lm_eval_task.build, "mbpp": mbpp.build,
 })
 """A benchmark YAML's ``module:`` → that module's ``build(cfg)``; ``data``: a benchmark from data alone
-(:mod:`streamgen.benchmarks.from_data`, no module of its own)."""
+(:mod:`streamgen.benchmarks.from_data`, no module of its own); ``lm_eval``: an lm-evaluation-harness task,
+``benchmarks=[lm_eval:TASK]`` (:mod:`streamgen.benchmarks.lm_eval_task`)."""
 
 
 def load_benchmark(cfg: BenchmarkConfig) -> Benchmark:

@@ -104,7 +104,12 @@ def data_files(cfg: BenchmarkConfig) -> tuple[str, ...]:
 
 
 def data_version(cfg: BenchmarkConfig, data_dir: Path) -> str:
-    """``<yaml version>+<sha256 prefix of each data file, joined by '.'>``; the YAML version for hub data."""
+    """``<yaml version>+<sha256 prefix of each data file, joined by '.'>``; the YAML version for hub data;
+    an lm-eval task's own (its YAML folder and data files, :func:`streamgen.benchmarks.lm_eval_task.task_version`)."""
+    if cfg.source == "lm_eval":
+        from streamgen.benchmarks.lm_eval_task import task_version
+
+        return task_version(cfg)
     if cfg.source != "local":
         return cfg.version
     manifest = read_manifest(data_dir)

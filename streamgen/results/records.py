@@ -112,6 +112,8 @@ class PairRecord:
     live_policy: str | None = None  # live cells: the drafting policy on the real clock (docs/timing.md)
     live_chars_per_s: float | None = None  # live cells: the typing rate
     scorer_version: str | None = None  # the benchmark scorer's version that gave the qualities; null unscored
+    # what the qualities measure: the benchmark's metric (pass@1, f1, exact; an lm-eval task's "<metric>,<filter>")
+    quality_metric: str | None = None
     # Numerics and divergence (issue 27, docs/numerics.md). Margins are top-1 minus top-2 logit in units
     # of the logits dtype's spacing at the top-1 logit; null for families that report none.
     tie_guard: float | None = None  # greedy's tie guard in dtype spacings; null: none
