@@ -34,7 +34,8 @@ MACHINE_FILES = frozenset({
     # local Ray, in this process or in a grid's own process (several also signal or kill it)
     "test_actor_placement.py", "test_adapt_workflow.py", "test_benchmark_from_data_grid.py",
     "test_estimate_counts.py", "test_full_grid_cli.py", "test_grid_bad_day.py", "test_grid_e2e.py",
-    "test_grid_fingerprints.py", "test_grid_scripted.py", "test_nightly.py", "test_scheduler.py", "test_spool.py",
+    "test_grid_fingerprints.py", "test_grid_scripted.py", "test_lm_eval_tasks.py", "test_nightly.py",
+    "test_scheduler.py", "test_spool.py",
     # a real browser
     "test_demo_browser.py", "test_view_browser.py",
 })
