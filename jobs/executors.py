@@ -119,15 +119,19 @@ class RayJob(submitit.helpers.Checkpointable):
         log.warning("checkpoint: requeueing (attempt %d will skip every finished shard; %s)", self.attempt,
                     "work was finished, so a time-out here does not count against max_requeues" if progressed
                     else "no work finished in this attempt")
-        requeue = Requeue(self, *args, **kwargs)
+        requeue = DelayedSubmission(self, *args, **kwargs)
         requeue.refund, requeue.cap = int(progressed), self.max_requeues
         return requeue
 
 
-class Requeue(submitit.helpers.DelayedSubmission):
+class DelayedSubmission(submitit.helpers.DelayedSubmission):
     """The job resubmitted. submitit counts a time-out by lowering the countdown it then sets here; an
     attempt that finished work gets it back (``refund``, never above ``cap`` = ``max_requeues``), as a
-    unit's attempts that finished examples do not count against its retries (docs/cluster.md)."""
+    unit's attempts that finished examples do not count against its retries (docs/cluster.md).
+
+    Named as submitit's own class on purpose: the requeued job reloads this pickle with
+    ``submitit...DelayedSubmission.load``, which refuses any class of another *name* (a subclass named
+    ``Requeue`` failed every requeue on the real Slurm cluster)."""
 
     refund: int = 0
     cap: int = 0

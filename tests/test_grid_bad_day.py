@@ -37,9 +37,14 @@ def _env(home: Path) -> dict[str, str]:
     return {**os.environ, "HOME": str(home), "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO_ROOT)}
 
 
-def _start(args: list[str], home: Path, **kw: Any) -> subprocess.Popen[str]:
-    """The workflow in its own session (``setsid``), as a batch system starts it."""
-    return subprocess.Popen([sys.executable, str(WORKFLOW), *args], cwd=REPO_ROOT, env=_env(home), text=True,
+def _start(args: list[str], home: Path, slow: bool = False, **kw: Any) -> subprocess.Popen[str]:
+    """The workflow in its own session (``setsid``), as a batch system starts it; ``slow``: each example
+    waits 0.5 s first (tests/perturb), so the run outlasts what a test does while it runs."""
+    env = _env(home)
+    if slow:
+        env.update(PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "tests" / "perturb"), str(REPO_ROOT)]),
+                   STREAMGEN_TEST_PERTURB="slow-examples")
+    return subprocess.Popen([sys.executable, str(WORKFLOW), *args], cwd=REPO_ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **kw)
 
 
@@ -90,7 +95,9 @@ def _assert_interrupted_cleanly(rc: int, err: str, results: Path, group: int) ->
 def test_second_run_refused_then_sigterm_to_the_group_then_resume(tmp_path: Path) -> None:
     results = tmp_path / "results"
     args = [*LONG, f"results_dir={results}"]
-    first = _start(args, tmp_path)
+    # slowed (>= 75 s of wall): a second run and a dry run happen while it runs; unslowed, a loaded
+    # machine once let it finish before the SIGTERM below (it then died of the signal, rc -15)
+    first = _start(args, tmp_path, slow=True)
     try:
         _wait_for_pairs(first, results, 3)
         holder = json.loads((results / LOCK_NAME).read_text())
@@ -110,6 +117,7 @@ def test_second_run_refused_then_sigterm_to_the_group_then_resume(tmp_path: Path
     record = _assert_interrupted_cleanly(rc, err, results, first.pid)
     assert took < 60, f"stopping took {took:.0f} s (Slurm's KillWait is 30 s by default)"
     landed = len(_pairs_files(results))
+    assert 3 <= landed < 150, "the signal landed mid-run"
     assert record["shards_done"] == landed, "the record counts exactly the shards that landed"
     assert len(_runs(results)) == 1, "the refused run wrote no run record"
 

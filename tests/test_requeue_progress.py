@@ -56,3 +56,22 @@ def test_a_grid_tasks_progress_is_its_results_directory(tmp_path: Path) -> None:
     (tmp_path / "pairs").mkdir()
     (tmp_path / "pairs" / "a.parquet").write_bytes(b"x" * 10)
     assert task.progress() == (before[0] + 1, before[1] + 10)
+
+
+def test_the_requeue_survives_submitits_own_dump_and_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resubmitted job is written and read back by submitit itself, as a requeue on Slurm does
+    (a subclass of another name passed the countdown tests above and failed every real requeue)."""
+    from submitit.core import job_environment, utils
+
+    monkeypatch.setattr(stop_signals, "_requeued_by", None)
+    task = _Task()
+    job = RayJob(task, RayConfig(), 1, tmp_path, 3)
+    job._progress_at_start = task.progress()
+    task.done.append(1)
+    delayed = utils.DelayedSubmission(job)
+    delayed.set_timeout(480, 3)
+    pickle = tmp_path / "submitted.pkl"
+    assert job_environment._checkpoint(delayed, pickle, 2) == ""  # "" = requeued (a time-out: 3 - 1)
+    loaded = utils.DelayedSubmission.load(pickle)
+    assert loaded._timeout_countdown == 3  # the attempt finished work: its time-out was refunded
+    assert isinstance(loaded.function, RayJob) and loaded.function.attempt == 1

@@ -193,7 +193,8 @@ def converted_gguf_folder(gguf: Path) -> Path:
     if (target / "config.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with filelock.FileLock(target.parent / f".{target.name}.lock"):
+    (locks := cache_dir() / "locks").mkdir(exist_ok=True)  # beside gguf/, which holds only whole folders
+    with filelock.FileLock(locks / f"{target.name}.lock"):
         if not (target / "config.json").is_file():  # the lock's last holder may have built it
             _convert_into(gguf, target)
     return target
