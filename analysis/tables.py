@@ -20,6 +20,8 @@ import pyarrow as pa
 
 from analysis.fingerprints import FINGERPRINT_QUERY, cell_tags
 from analysis.sql_template import expand
+from streamgen.results.compaction import compact_if_idle
+from streamgen.results.manifest import read_manifest
 from streamgen.results.records import PAIRS_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, STEPS_SCHEMA
 from streamgen.results.result_files import literal_glob, readable_files
 
@@ -69,10 +71,13 @@ class ResultFiles:
 
 
 def find_result_files(results_dir: str | Path) -> ResultFiles:
-    """List the result files a reader may trust (``streamgen.results.result_files``: each foreign, empty or
+    """Compact the directory when it holds many per-shard files and no run holds it
+    (``streamgen.results.compaction.compact_if_idle``), then list the result files a reader may trust (``streamgen.results.result_files``: each foreign, empty or
     unreadable file is skipped with one warning); raises ``ResultsNotFoundError`` when no pairs file is left."""
     root = Path(results_dir)
-    found = {name: readable_files(root, name).files for name in _SOURCES}
+    compact_if_idle(root)  # 10^4 per-shard files cost minutes per read; merged, seconds
+    manifest = read_manifest(root)
+    found = {name: readable_files(root, name, manifest=manifest).files for name in _SOURCES}
     if not found["pairs"]:
         raise ResultsNotFoundError(
             f"no result files under {root}/pairs/; run `python workflows/full_grid.py "
