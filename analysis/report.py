@@ -35,6 +35,7 @@ from analysis.table_specs import COMPARE
 from analysis.tables import TABLES, ResultsNotFoundError, build_tables, compare_tables
 from analysis.timing import build_typing, typing_section, typing_settings
 from streamgen.config import ConfigError, TypingConfig
+from streamgen.results.manifest import ManifestError
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.results_dir, compare_dir=args.compare, out_dir=args.out, threads=args.threads,
             with_figures=not args.no_figures, latest=args.latest, typing_config=typing_config, keylog=args.keylog,
         )
-    except (ResultsNotFoundError, ConfigError, SqlTemplateError) as exc:  # the last: a bad reported(...) declaration
+    except (ResultsNotFoundError, ManifestError, ConfigError, SqlTemplateError) as exc:  # the last: a bad reported(...) declaration
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # e.g. a read-only results directory: the report goes elsewhere
