@@ -179,6 +179,7 @@ def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], flo
     """Per unit (by its first shard id): seconds, forwards, its shards, examples decoded."""
     sizes = {name: model_size(cfg) for name, cfg in plan.models.items()}
     out: dict[str, tuple[float, int, tuple[Shard, ...], int]] = {}
+    memo: dict[tuple, ExampleCost] = {}  # cells that differ only in verifier mode cost the same per example
     for unit in group_shards(plan.shards, share=plan.grid.share_work):
         first = unit[0]
         cell, bench = first.cell, first.cell.benchmark.name
@@ -189,10 +190,13 @@ def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], flo
         for example_id in first.example_ids:
             if plan.excluded[(bench, example_id)]:
                 continue
-            cost = example_cost(cell.model, bench, cell.max_new_tokens, plan.examples[bench][example_id],
-                                plan.segments[(bench, example_id)], len(unit), device, size,
-                                answers.get((cell.model.row_model, bench)),
-                                [kept(s.cell) for s in unit] if kept is not None else None)
+            shares = tuple(kept(s.cell) for s in unit) if kept is not None else None
+            key = (id(cell.model), bench, cell.max_new_tokens, example_id, len(unit), shares)
+            if key not in memo:
+                memo[key] = example_cost(cell.model, bench, cell.max_new_tokens, plan.examples[bench][example_id],
+                                         plan.segments[(bench, example_id)], len(unit), device, size,
+                                         answers.get((cell.model.row_model, bench)), shares)
+            cost = memo[key]
             seconds, forwards, n = seconds + cost.seconds, forwards + cost.forwards, n + 1
         out[first.shard_id] = (seconds, forwards, unit, n)
     return out
