@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from analysis import figures, timing_figures
+from analysis.figure_pool import draw_all
 from analysis.population import LoggedTypists, build_population, population_section
 from analysis.render import markdown
 from analysis.report_sections import main_tables, sections
@@ -103,14 +104,15 @@ def write_report(
         csvs.append(_write_csv(people.summary, out / "population.csv"))
     if compare is not None:
         csvs.append(_write_csv(compare, out / "compare.csv"))
-    figs = []
+    figs: list[Path] = []
     if with_figures:
-        figs = figures.speedup_distributions(tables["per_example"], out)
-        figs += figures.model_distributions(tables["per_example"], out)
-        figs += figures.tau_sweeps(tables["tau_sweep"], out)
-        figs += timing_figures.wait_against_rate(typing.summary, out)
+        jobs = figures.speedup_distributions(tables["per_example"], out)
+        jobs += figures.model_distributions(tables["per_example"], out)
+        jobs += figures.tau_sweeps(tables["tau_sweep"], out)
+        jobs += timing_figures.wait_against_rate(typing.summary, out)
         if people is not None:
-            figs += timing_figures.population_wait_cdfs(people.examples, out)
+            jobs += timing_figures.population_wait_cdfs(people.examples, out)
+        figs = draw_all(jobs)  # a process per core: ~93 figures at the study's size
     body = [
         f"# streamgen report — `{root}`\n",
         *sections(tables, compare, Path(compare_dir) if compare_dir else None),
