@@ -63,10 +63,11 @@ def answer_lengths(results_dir: Path) -> dict[tuple[str, str], float]:
 
 def _file_sums(path: Path) -> list[dict]:
     """Per (model, benchmark): the sum and count of base answer tokens of one file's included rows."""
-    names = pq.read_schema(path).names
+    file = pq.ParquetFile(path)  # one open: its footer gives the names, then three columns are read
+    names = file.schema_arrow.names
     if "cell_settings" not in names:
         return []
-    table = pq.read_table(path, columns=[c for c in _COLUMNS if c in names])
+    table = file.read(columns=[c for c in _COLUMNS if c in names])
     keep = pc.is_valid(table["base_answer_tokens"])
     for name in ("cell_settings", "excluded_reason", "error_type"):  # a row counts if these are empty
         if name not in table.column_names:
