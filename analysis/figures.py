@@ -106,8 +106,8 @@ def model_distributions(per_example: pa.Table, out_dir: Path) -> list[FigureJob]
         rule = column_label(acceptance, tau)
         arrays = {m: np.asarray(v) for m, v in sorted(panels.items())}
         path = out_dir / f"speedup-by-model-{slug(rule)}.png"
-        panels = {m: a[a > 0] for m, a in arrays.items() if (a > 0).any()}
-        jobs.append(FigureJob(_draw_distribution, (f"{rule}, pooled over benchmarks", panels), path))
+        drawn = {m: a[a > 0] for m, a in arrays.items() if (a > 0).any()}
+        jobs.append(FigureJob(_draw_distribution, (f"{rule}, pooled over benchmarks", drawn), path))
     return jobs
 
 

@@ -128,7 +128,7 @@ def _library_versions() -> tuple[tuple[str, str | None], ...]:
     metadata: ~15 ms, and grid=full plans ~360 cells)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    out = []
+    out: list[tuple[str, str | None]] = []
     for package in ("torch", "transformers"):
         try:
             out.append((package, version(package)))
