@@ -72,8 +72,8 @@ def _file_sums(path: Path) -> list[dict]:
     for name in ("cell_settings", "excluded_reason", "error_type"):  # a row counts if these are empty
         if name not in table.column_names:
             continue
-        filled = pc.and_(pc.is_valid(table[name]), pc.not_equal(table[name], ""))
-        keep = pc.and_(keep, filled if name == "cell_settings" else pc.invert(filled))
+        filled = pc.and_kleene(pc.is_valid(table[name]), pc.not_equal(table[name], ""))  # null: not filled
+        keep = pc.and_kleene(keep, filled if name == "cell_settings" else pc.invert(filled))
     kept = table.filter(pc.fill_null(keep, False))
     return kept.group_by(["model", "benchmark"]).aggregate(
         [("base_answer_tokens", "sum"), ("base_answer_tokens", "count")]).to_pylist()
