@@ -6,7 +6,9 @@ log x axis, the 1× line, the median (solid) and mean (dashed) marked. ``model_d
 Figure 2 the same way: one figure per acceptance setting, one panel per model, benchmarks pooled. ``tau_sweeps`` draws quality
 against median speedup across acceptance settings, one figure per (model, variant, verifier mode).
 Figures are built on ``matplotlib.figure.Figure`` with the Agg canvas directly, so no pyplot global
-state and no interactive backend is touched.
+state and no interactive backend is touched. Each function returns the figures to draw
+(``analysis.figure_pool.FigureJob``: the few arrays a figure plots), which the report draws in a
+process pool (``figure_pool.draw_all``).
 """
 
 from __future__ import annotations
@@ -20,10 +22,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
+from analysis.figure_pool import FigureJob, new_figure, save
 from analysis.render import setting_label
 from analysis.sql_template import KEYS
 from streamgen.acceptance_rules import column_label
@@ -54,18 +55,18 @@ SPEEDUP_TICKS = (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200)
 WIDE_SPEEDUP_TICKS = (0.1, 0.5, 1, 2, 5, 10, 100, 1000, 10000)  # past 200×: decades, so labels never touch
 
 
-def speedup_distributions(per_example: pa.Table, out_dir: Path) -> list[Path]:
-    """One PNG per model setting; returns the paths written (none when there are no rows)."""
+def speedup_distributions(per_example: pa.Table, out_dir: Path) -> list[FigureJob]:
+    """One PNG per model setting (none when there are no rows): the figures to draw (``draw_all``)."""
     speedups = per_example["speedup_forwards"].to_numpy(zero_copy_only=False).astype(float)
-    paths = []
+    jobs: list[FigureJob] = []
     for key, start, stop in _runs(per_example, SETTING):
         sub = _runs(per_example.slice(start, stop - start), ("benchmark",))
         arrays = {k["benchmark"]: speedups[start + a : start + b] for k, a, b in sub}
         label = setting_label(key)
         path = out_dir / f"speedup-{slug(label)}.png"
-        _draw_distribution(label, {b: a[a > 0] for b, a in sorted(arrays.items()) if (a > 0).any()}, path)
-        paths.append(path)
-    return paths
+        panels = {b: a[a > 0] for b, a in sorted(arrays.items()) if (a > 0).any()}
+        jobs.append(FigureJob(_draw_distribution, (label, panels), path))
+    return jobs
 
 
 def _runs(table: pa.Table, keys: Sequence[str]) -> list[tuple[dict, int, int]]:
@@ -91,7 +92,7 @@ def run_starts(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
     return np.flatnonzero(changed)
 
 
-def model_distributions(per_example: pa.Table, out_dir: Path) -> list[Path]:
+def model_distributions(per_example: pa.Table, out_dir: Path) -> list[FigureJob]:
     """Paper Figure 2: one PNG per acceptance setting, one panel per model (with its variant, verifier
     mode and settings tag), each panel the per-example speedups pooled over all its benchmarks."""
     speedups = per_example["speedup_forwards"].to_numpy(zero_copy_only=False).astype(float)
@@ -100,21 +101,20 @@ def model_distributions(per_example: pa.Table, out_dir: Path) -> list[Path]:
     for key, value in zip(keys, speedups, strict=True):
         panel = setting_label(key, with_rule=False)
         by_rule.setdefault((key["acceptance"], key["tau"]), {}).setdefault(panel, []).append(value)
-    paths = []
+    jobs: list[FigureJob] = []
     for (acceptance, tau), panels in sorted(by_rule.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1.0)):
         rule = column_label(acceptance, tau)
         arrays = {m: np.asarray(v) for m, v in sorted(panels.items())}
         path = out_dir / f"speedup-by-model-{slug(rule)}.png"
-        _draw_distribution(f"{rule}, pooled over benchmarks",
-                           {m: a[a > 0] for m, a in arrays.items() if (a > 0).any()}, path)
-        paths.append(path)
-    return paths
+        drawn = {m: a[a > 0] for m, a in arrays.items() if (a > 0).any()}
+        jobs.append(FigureJob(_draw_distribution, (f"{rule}, pooled over benchmarks", drawn), path))
+    return jobs
 
 
 def _draw_distribution(label: str, by_bench: dict[str, np.ndarray], path: Path) -> None:
     ncols = min(3, len(by_bench))
     nrows = math.ceil(len(by_bench) / ncols)
-    fig = Figure(figsize=(4.2 * ncols, 3.0 * nrows))
+    fig = new_figure((4.2 * ncols, 3.0 * nrows))
     axes = fig.subplots(nrows, ncols, squeeze=False)
     everything = np.concatenate(list(by_bench.values()))
     lo, hi = min(everything.min(), 0.5) * 0.9, max(everything.max(), 2.0) * 1.1
@@ -144,25 +144,23 @@ def _draw_distribution(label: str, by_bench: dict[str, np.ndarray], path: Path) 
         ax.set_visible(False)
     axes[0][0].set_ylabel("requests")
     fig.suptitle(f"Per-example residual speedup — {label}", fontsize=11)
-    _save(fig, path)
+    save(fig, path)
 
 
-def tau_sweeps(tau_sweep: pa.Table, out_dir: Path) -> list[Path]:
+def tau_sweeps(tau_sweep: pa.Table, out_dir: Path) -> list[FigureJob]:
     """One PNG per (model, variant, verifier mode): stream quality vs median speedup across τ."""
     rows = tau_sweep.to_pylist()
     keys = ("model", "variant", "verifier_mode")
-    paths = []
+    jobs: list[FigureJob] = []
     for key, group in _groups(rows, keys):
         label = setting_label(key, with_rule=False)
-        path = out_dir / f"tau-sweep-{slug(label)}.png"
-        _draw_sweep(label, group, path)
-        paths.append(path)
-    return paths
+        jobs.append(FigureJob(_draw_sweep, (label, group), out_dir / f"tau-sweep-{slug(label)}.png"))
+    return jobs
 
 
 def _draw_sweep(label: str, rows: list[dict], path: Path) -> None:
     """Threshold points joined in τ order; greedy as a star of the same colour (not on the line)."""
-    fig = Figure(figsize=(7.4, 4.4))
+    fig = new_figure((7.4, 4.4))
     ax = fig.subplots()
     for key, series in _groups(rows, ("scope", "benchmark")):
         pts = [
@@ -198,12 +196,4 @@ def _draw_sweep(label: str, rows: list[dict], path: Path) -> None:
     ax.set_ylabel("stream quality (%)")
     ax.set_title(f"Quality vs speedup across acceptance settings — {label}\n(★ greedy)", fontsize=10)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    _save(fig, path)
-
-
-def _save(fig: Figure, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    FigureCanvasAgg(fig)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    log.info("wrote %s", path)
+    save(fig, path)

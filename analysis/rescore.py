@@ -45,6 +45,7 @@ from streamgen.benchmarks.base import score_columns
 from streamgen.benchmarks.data_manifest import data_version, versioned
 from streamgen.config import BenchmarkConfig, ConfigError, benchmark_config, load, resolve_data_dir
 from streamgen.results.cells import config_settings, stable_hash
+from streamgen.results.manifest import ManifestError
 from streamgen.results.records import SCHEMA_VERSION, ScoreRecord, to_table, write_parquet_atomic
 from streamgen.results.version import code_version
 
@@ -239,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         summary = rescore(args.results_dir, parse_config(args.settings))
-    except (ConfigError, ResultsNotFoundError) as exc:
+    except (ConfigError, ResultsNotFoundError, ManifestError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(summary_line(summary))

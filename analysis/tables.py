@@ -11,6 +11,7 @@ key is named there once, the files name it by placeholder. Statistics and their 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,9 @@ import pyarrow as pa
 
 from analysis.fingerprints import FINGERPRINT_QUERY, cell_tags
 from analysis.sql_template import expand
+from streamgen.results.compaction import compact_if_idle
+from streamgen.results.manifest import read_manifest
+from streamgen.results.read_lock import read_shared
 from streamgen.results.records import PAIRS_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, STEPS_SCHEMA
 from streamgen.results.result_files import literal_glob, readable_files
 
@@ -68,11 +72,17 @@ class ResultFiles:
     scores: tuple[Path, ...] = ()
 
 
-def find_result_files(results_dir: str | Path) -> ResultFiles:
-    """List the result files a reader may trust (``streamgen.results.result_files``: each foreign, empty or
-    unreadable file is skipped with one warning); raises ``ResultsNotFoundError`` when no pairs file is left."""
+def find_result_files(results_dir: str | Path, *, compact: bool = True) -> ResultFiles:
+    """Compact the directory when it holds many per-shard files and no run holds it (``compact``;
+    ``streamgen.results.compaction.compact_if_idle``), then list the result files a reader may trust
+    (``streamgen.results.result_files``: each foreign, empty or unreadable file is skipped with one
+    warning); raises ``ResultsNotFoundError`` when no pairs file is left. A caller that reads the files
+    later holds ``streamgen.results.read_lock.read_shared`` from before this call (``connect_keyed``)."""
     root = Path(results_dir)
-    found = {name: readable_files(root, name).files for name in _SOURCES}
+    if compact:
+        compact_if_idle(root)  # 10^4 per-shard files cost minutes per read; merged, seconds
+    manifest = read_manifest(root)
+    found = {name: readable_files(root, name, manifest=manifest).files for name in _SOURCES}
     if not found["pairs"]:
         raise ResultsNotFoundError(
             f"no result files under {root}/pairs/; run `python workflows/full_grid.py "
@@ -137,8 +147,15 @@ def connect_keyed(results_dir: str | Path, *, threads: int | None = None,
                   sql: Callable[[str], str] = sql_text) -> duckdb.DuckDBPyConnection:
     """A connection with the source views and ``pairs_keyed`` (every pairs row, its fingerprint, its
     newest re-score), before deduplication: what ``analysis.rescore`` reads."""
-    files = find_result_files(results_dir)
-    con = _duckdb(threads)
+    compact_if_idle(Path(results_dir))  # 10^4 per-shard files cost minutes per read; merged, seconds
+    held = read_shared(results_dir)  # no compaction deletes a file we list until the connection is gone
+    try:
+        files = find_result_files(results_dir, compact=False)
+        con = _duckdb(threads)
+        weakref.finalize(con, held.release)
+    except BaseException:
+        held.release()
+        raise
     for name in _SOURCES:
         _register_source(con, name, getattr(files, name))
     con.execute(sql("_cells"))

@@ -13,46 +13,45 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
+from analysis.figure_pool import FigureJob, new_figure, save
 from analysis.figures import slug
 from analysis.render import setting_label
 
 _SETTING = ("model", "acceptance", "tau", "variant", "verifier_mode")
 
 
-def wait_against_rate(summary: pa.Table, out_dir: Path) -> list[Path]:
+def wait_against_rate(summary: pa.Table, out_dir: Path) -> list[FigureJob]:
     """One PNG per model setting: median wait vs typing rate, one panel per benchmark, one line per
-    post-hoc policy, the base wait dashed, live figures as crosses."""
+    post-hoc policy, the base wait dashed, live figures as crosses (the figures to draw: ``draw_all``)."""
     rows = summary.to_pylist()
     settings: dict[tuple, list[dict]] = {}
     for r in rows:
         settings.setdefault(tuple(r[k] for k in _SETTING), []).append(r)
-    paths = []
+    jobs = []
     for key, sub in settings.items():
         label = setting_label(dict(zip(_SETTING, key, strict=True)))
-        benches = sorted({r["benchmark"] for r in sub})
-        ncols = min(3, len(benches))  # a grid like the speedup figure: readable at its natural size
-        nrows = -(-len(benches) // ncols)
-        fig = Figure(figsize=(4.2 * ncols, 3.0 * nrows + 0.8))
-        FigureCanvasAgg(fig)
-        axes = fig.subplots(nrows, ncols, squeeze=False)
-        for ax, bench in zip(axes.flat, benches, strict=False):
-            _panel(ax, [r for r in sub if r["benchmark"] == bench], bench)
-        for ax in list(axes.flat)[len(benches):]:
-            ax.set_visible(False)
-        handles: dict[str, Any] = {}
-        for ax in axes.flat:  # one legend for the figure, below the panels, never over the data
-            for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-                handles.setdefault(lab, h)
-        fig.suptitle(f"Wait after the last keystroke — {label}")
-        fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(4, len(handles)), fontsize=8)
-        fig.tight_layout(rect=(0, 0.12 if nrows == 1 else 0.06, 1, 1))
-        path = out_dir / f"typing-wait-{slug(label)}.png"
-        fig.savefig(path, dpi=110)
-        paths.append(path)
-    return paths
+        jobs.append(FigureJob(_draw_wait, (label, sub), out_dir / f"typing-wait-{slug(label)}.png"))
+    return jobs
+
+
+def _draw_wait(label: str, sub: list[dict], path: Path) -> None:
+    benches = sorted({r["benchmark"] for r in sub})
+    ncols = min(3, len(benches))  # a grid like the speedup figure: readable at its natural size
+    nrows = -(-len(benches) // ncols)
+    fig = new_figure((4.2 * ncols, 3.0 * nrows + 0.8))
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for ax, bench in zip(axes.flat, benches, strict=False):
+        _panel(ax, [r for r in sub if r["benchmark"] == bench], bench)
+    for ax in list(axes.flat)[len(benches):]:
+        ax.set_visible(False)
+    handles: dict[str, Any] = {}
+    for ax in axes.flat:  # one legend for the figure, below the panels, never over the data
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(lab, h)
+    fig.suptitle(f"Wait after the last keystroke — {label}")
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(4, len(handles)), fontsize=8)
+    save(fig, path, rect=(0, 0.12 if nrows == 1 else 0.06, 1, 1))
 
 
 def _panel(ax: Axes, rows: list[dict], bench: str) -> None:
@@ -73,8 +72,7 @@ def _panel(ax: Axes, rows: list[dict], bench: str) -> None:
 def p95_against_users(table: pa.Table, path: Path, title: str) -> Path:
     """p95 wait against K, one line per simulated policy (log-2 x axis)."""
     rows = table.to_pylist()
-    fig = Figure(figsize=(5.5, 3.8))
-    FigureCanvasAgg(fig)
+    fig = new_figure((5.5, 3.8))
     ax = fig.add_subplot(1, 1, 1)
     for policy in dict.fromkeys(r["policy"] for r in rows):
         pts = sorted((r["users"], r["p95_wait_s"]) for r in rows if r["policy"] == policy)
@@ -85,33 +83,32 @@ def p95_against_users(table: pa.Table, path: Path, title: str) -> Path:
     ax.set_ylabel("p95 wait after last keystroke (s)")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save(fig, path)
     return path
 
 
-def population_wait_cdfs(examples: pa.Table, out_dir: Path) -> list[Path]:
+def population_wait_cdfs(examples: pa.Table, out_dir: Path) -> list[FigureJob]:
     """One PNG per model setting: the CDF of the (user, request) wait, one line per policy and the base
     wait dashed, a panel per benchmark (rows) and preset (columns); each panel names its preset."""
     rows = examples.filter(pc.is_valid(examples["wait_s"])).to_pylist()
     settings: dict[tuple, list[dict]] = {}
     for r in rows:
         settings.setdefault(tuple(r[k] for k in _SETTING), []).append(r)
-    paths = []
+    jobs = []
     for key, sub in settings.items():
         label = setting_label(dict(zip(_SETTING, key, strict=True)))
-        benches, presets = sorted({r["benchmark"] for r in sub}), list(dict.fromkeys(r["preset"] for r in sub))
-        fig = Figure(figsize=(4.2 * len(presets), 3.0 * len(benches) + 0.6))
-        FigureCanvasAgg(fig)
-        axes = fig.subplots(len(benches), len(presets), squeeze=False)
-        for (b, bench), (p, preset) in ((x, y) for x in enumerate(benches) for y in enumerate(presets)):
-            _cdf_panel(axes[b][p], [r for r in sub if r["benchmark"] == bench and r["preset"] == preset], bench, preset)
-        fig.suptitle(f"Wait over a typist population — {label}")
-        fig.tight_layout()
-        path = out_dir / f"population-wait-{slug(label)}.png"
-        fig.savefig(path, dpi=110)
-        paths.append(path)
-    return paths
+        jobs.append(FigureJob(_draw_cdfs, (label, sub), out_dir / f"population-wait-{slug(label)}.png"))
+    return jobs
+
+
+def _draw_cdfs(label: str, sub: list[dict], path: Path) -> None:
+    benches, presets = sorted({r["benchmark"] for r in sub}), list(dict.fromkeys(r["preset"] for r in sub))
+    fig = new_figure((4.2 * len(presets), 3.0 * len(benches) + 0.6))
+    axes = fig.subplots(len(benches), len(presets), squeeze=False)
+    for (b, bench), (p, preset) in ((x, y) for x in enumerate(benches) for y in enumerate(presets)):
+        _cdf_panel(axes[b][p], [r for r in sub if r["benchmark"] == bench and r["preset"] == preset], bench, preset)
+    fig.suptitle(f"Wait over a typist population — {label}")
+    save(fig, path)
 
 
 def _cdf_panel(ax: Axes, rows: list[dict], bench: str, preset: str) -> None:

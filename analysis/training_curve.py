@@ -17,7 +17,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from analysis.figures import _save
+from analysis.figure_pool import new_figure
+from analysis.figure_pool import save as _save
 
 
 def running_mean(values: Sequence[float], window: int) -> list[float]:
@@ -37,7 +38,7 @@ def curve_figure(rows: Sequence[dict[str, Any]], path: Path, *, title: str = "",
     evals = [r for r in rows if "heldout_agreement" in r]
     if not losses and not evals:
         raise ValueError("the curve has no rows: train first (stage=train)")
-    fig = Figure(figsize=(7.0, 6.0))
+    fig = new_figure((7.0, 6.0))
     top, bottom = fig.subplots(2, 1, sharex=True)
     steps = [r["step"] for r in losses]
     top.plot(steps, [r["loss"] for r in losses], color="0.7", linewidth=0.8, label="step loss")

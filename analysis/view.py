@@ -34,6 +34,7 @@ import duckdb
 
 from analysis.render import setting_label
 from analysis.tables import ResultsNotFoundError, connect
+from streamgen.results.manifest import ManifestError
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         viewer = write_viewer(args.results_dir, args.out, latest=args.latest, threads=args.threads)
-    except ResultsNotFoundError as exc:
+    except (ResultsNotFoundError, ManifestError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"viewer: {viewer.page} ({viewer.n_cells} cells, {viewer.n_pairs} examples, "

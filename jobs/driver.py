@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs import results_dir, spool, stop_signals
+from jobs import spool, stop_signals
 from jobs.actors import spawn_actor_for, submit_unit
 from jobs.plan import GridPlan, plan_grid
 from jobs.progress import GridProgress
@@ -43,6 +43,8 @@ from jobs.tasks import DecodedShard, Placement, ShardTask
 from jobs.unit_sizing import unit_timeouts
 from jobs.writer import ResultWriter
 from streamgen.config import ClusterConfig, GridConfig, cluster_config
+from streamgen.results import results_dir
+from streamgen.results.compaction import AUTO_COMPACT_SHARDS, compact
 from streamgen.results.records import SCHEMA_VERSION, RunRecord
 from streamgen.results.version import code_version
 
@@ -75,6 +77,7 @@ def _run_locked(plan: GridPlan, lock: results_dir.ResultsLock, stops: stop_signa
     with results_dir.named_io_errors(grid.results_dir, "checking the finished shards in"):
         if removed := writer.remove_stale_temp_files(lock):
             log.info("removed %d temporary files left by an interrupted run", removed)
+        compact(lock, drop_damaged=True, min_shards=AUTO_COMPACT_SHARDS)  # a killed run's shards: resume then reads one manifest, not 10^4 files
         todo = [s for s in plan.shards if not writer.is_done(s)]
         spool_folder = prepare_spool(grid.results_dir, {s.shard_id for s in plan.shards} - {s.shard_id for s in todo})
     summary = GridSummary(lock.holder.run_id, Path(grid.results_dir), len(plan.shards), len(plan.shards) - len(todo))
@@ -118,7 +121,17 @@ def _run_locked(plan: GridPlan, lock: results_dir.ResultsLock, stops: stop_signa
             if session is not None:
                 stop_ray(session)
             summary.wall_s = time.perf_counter() - start
+    _compact_finished(lock)
     return summary
+
+
+def _compact_finished(lock: results_dir.ResultsLock) -> None:
+    """Merge the run's per-shard files, so every reader after it reads a few files (docs/grid.md)."""
+    t0 = time.perf_counter()
+    with results_dir.named_io_errors(lock.root, "compacting the result files in"):
+        done = compact(lock, min_shards=AUTO_COMPACT_SHARDS)
+    if done.shards:
+        log.info("compacted %d shards in %.1f s", done.shards, time.perf_counter() - t0)
 
 
 def prepare_spool(root: str, finished: set[str]) -> Path | None:

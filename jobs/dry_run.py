@@ -24,6 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs import resources
@@ -46,29 +47,36 @@ from streamgen.sizing.parameters import model_parameters
 
 log = logging.getLogger(__name__)
 
-_COLUMNS = ("model", "benchmark", "n_segments", "base_answer_tokens", "cell_settings", "excluded_reason", "error_type")
+_COLUMNS = ("model", "benchmark", "base_answer_tokens", "cell_settings", "excluded_reason", "error_type")
 
 
 def answer_lengths(results_dir: Path) -> dict[tuple[str, str], float]:
-    """Mean base answer tokens per (model, benchmark) over the included rows under ``results_dir``."""
+    """Mean base answer tokens per (model, benchmark) over the included rows under ``results_dir``
+    (merged files and per-shard files alike; three columns read, summed per file)."""
     sums: defaultdict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
-    for row in _rows(results_dir):
-        if row.get("excluded_reason") or row.get("error_type") or row.get("base_answer_tokens") is None:
-            continue
-        acc = sums[(row["model"], row["benchmark"])]
-        acc[0], acc[1] = acc[0] + row["base_answer_tokens"], acc[1] + 1
+    for path in readable_files(results_dir, "pairs").files:  # foreign files skipped with a warning each
+        for row in _file_sums(path):
+            acc = sums[(row["model"], row["benchmark"])]
+            acc[0], acc[1] = acc[0] + row["base_answer_tokens_sum"], acc[1] + row["base_answer_tokens_count"]
     return {k: v[0] / v[1] for k, v in sums.items() if v[1]}
 
 
-def _rows(results_dir: Path) -> list[dict]:
-    out: list[dict] = []
-    for path in readable_files(results_dir, "pairs").files:  # foreign files skipped with a warning each
-        names = pq.read_schema(path).names
-        if "cell_settings" not in names:
+def _file_sums(path: Path) -> list[dict]:
+    """Per (model, benchmark): the sum and count of base answer tokens of one file's included rows."""
+    file = pq.ParquetFile(path)  # one open: its footer gives the names, then three columns are read
+    names = file.schema_arrow.names
+    if "cell_settings" not in names:
+        return []
+    table = file.read(columns=[c for c in _COLUMNS if c in names])
+    keep = pc.is_valid(table["base_answer_tokens"])
+    for name in ("cell_settings", "excluded_reason", "error_type"):  # a row counts if these are empty
+        if name not in table.column_names:
             continue
-        table = pq.read_table(path, columns=[c for c in _COLUMNS if c in names])
-        out.extend(r for r in table.to_pylist() if r.get("cell_settings"))
-    return out
+        filled = pc.and_kleene(pc.is_valid(table[name]), pc.not_equal(table[name], ""))  # null: not filled
+        keep = pc.and_kleene(keep, filled if name == "cell_settings" else pc.invert(filled))
+    kept = table.filter(pc.fill_null(keep, False))
+    return kept.group_by(["model", "benchmark"]).aggregate(
+        [("base_answer_tokens", "sum"), ("base_answer_tokens", "count")]).to_pylist()
 
 
 @dataclass(frozen=True)

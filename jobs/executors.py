@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 import submitit
 
-from jobs import preemption, ray_bootstrap, resources, results_dir, slurm, slurm_inventory, stop_signals
+from jobs import preemption, ray_bootstrap, resources, slurm, slurm_inventory, stop_signals
 from jobs.preflight import grid_models, grid_problems
 from streamgen.config import (
     EXECUTORS,
@@ -48,6 +48,7 @@ from streamgen.config import (
     resolve_data_dir,
     validate_grid,
 )
+from streamgen.results import results_dir
 
 log = logging.getLogger(__name__)
 

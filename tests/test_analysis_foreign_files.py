@@ -135,7 +135,7 @@ def test_list_files_walks_names_literally(tmp_path: Path) -> None:
 
 
 def test_closing_summary_and_dry_run_estimate_survive(clean, tmp_path: Path) -> None:
-    from jobs.dry_run import _rows
+    from jobs.dry_run import answer_lengths
     from streamgen.config import grid_config
     from workflows.full_grid import budget_line
 
@@ -144,4 +144,4 @@ def test_closing_summary_and_dry_run_estimate_survive(clean, tmp_path: Path) -> 
     _random_bytes(root / "pairs" / "m-ar" / "junk.parquet")
     _dangling(root / "pairs" / "m-ar" / "link.parquet")
     assert "of 0 rows" in budget_line(grid_config("smoke", [f"results_dir={root}"]))  # no crash
-    assert _rows(root) == []  # the fixture's rows carry no cell_settings; the junk is skipped, not raised
+    assert answer_lengths(root) == {}  # the fixture's rows carry no cell_settings; the junk is skipped, not raised

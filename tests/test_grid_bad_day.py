@@ -19,9 +19,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.results_dir import LOCK_NAME
 from streamgen.config import REPO_ROOT
 from streamgen.results.records import PairRecord, read_parquet_validated
+from streamgen.results.results_dir import LOCK_NAME
 from tests.fs_support import SmallDisk, repo_results_lock, small_disk
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

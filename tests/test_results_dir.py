@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.results_dir import (
+from jobs.writer import ResultWriter
+from streamgen.config import REPO_ROOT
+from streamgen.results.results_dir import (
     LOCK_NAME,
     ResultsDirError,
     ResultsDirLocked,
@@ -25,15 +27,13 @@ from jobs.results_dir import (
     describe_os_error,
     hold,
 )
-from jobs.writer import ResultWriter
-from streamgen.config import REPO_ROOT
 from tests.fs_support import SmallDisk, small_disk
 from tests.test_writer import _pair, _shard, _step
 
 HOLDER = """
 import sys, time
 sys.path.insert(0, sys.argv[2])
-from jobs.results_dir import acquire
+from streamgen.results.results_dir import acquire
 lock = acquire(sys.argv[1], "run-of-the-other")
 print("locked", flush=True)
 time.sleep(600)

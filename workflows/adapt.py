@@ -190,8 +190,8 @@ def time_estimate(cfg: AdaptConfig, stages: tuple[str, ...], grid: GridConfig, a
 def main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("streamgen").setLevel(logging.INFO)
-    from jobs.results_dir import ResultsDirError
     from jobs.stop_signals import RunInterrupted, ending
+    from streamgen.results.results_dir import ResultsDirError
 
     try:
         name, stages, overrides = parse_args(argv)

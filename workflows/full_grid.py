@@ -98,8 +98,8 @@ def main(argv: Sequence[str]) -> int:
     logging.getLogger("streamgen").setLevel(logging.WARNING)
     name, overrides = parse_args(argv)
     from jobs.driver import GridAborted
-    from jobs.results_dir import ResultsDirError, describe_os_error
     from jobs.stop_signals import RunInterrupted, ending
+    from streamgen.results.results_dir import ResultsDirError, describe_os_error
 
     try:
         grid = grid_config(name, overrides)

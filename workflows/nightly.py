@@ -128,8 +128,8 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("streamgen").setLevel(logging.WARNING)
     args = parse_args(argv)
-    from jobs.results_dir import ResultsDirError
     from jobs.stop_signals import RunInterrupted, ending
+    from streamgen.results.results_dir import ResultsDirError
 
     try:
         grid = grid_config("nightly", args.overrides)

@@ -12,6 +12,7 @@ Units are in the names: ``*_s`` seconds, ``*_forwards`` model calls, ``*_tokens`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import types
 import typing
@@ -260,6 +261,7 @@ def _arrow_type(hint: Any) -> tuple[pa.DataType, bool]:
     return _SCALARS[hint], False
 
 
+@functools.cache
 def arrow_schema(record_type: type) -> pa.Schema:
     """The Arrow schema of a record dataclass: one field per dataclass field, in order."""
     hints = typing.get_type_hints(record_type)
@@ -321,6 +323,16 @@ def read_parquet_validated(path: str | os.PathLike[str], record_type: type) -> p
     if missing:
         raise ValueError(f"{path}: missing columns {missing}; delete it to recompute the shard")
     return table
+
+
+def read_columns_validated(path: str | os.PathLike[str], record_type: type, columns: Sequence[str]) -> pa.Table:
+    """Like :func:`read_parquet_validated`, reading only the footer and ``columns`` (resume's check: the
+    rows' ids, not the answers). A truncated or corrupted footer raises as there."""
+    names = pq.read_schema(path).names
+    missing = [n for n in arrow_schema(record_type).names if n not in names]
+    if missing:
+        raise ValueError(f"{path}: missing columns {missing}; delete it to recompute the shard")
+    return pq.read_table(path, columns=list(columns))
 
 
 def concat_records(batches: Iterable[Sequence[Any]]) -> list[Any]:

@@ -7,6 +7,11 @@ cannot trust — a dangling symbolic link, an empty or unreadable file, a file w
 key columns, a column whose type differs from the record's — each skipped with one warning naming
 the file and why. The writer never produces such files; they come from elsewhere (a copy cut short,
 a file dropped in by hand, another tool), and one of them must not stop a report.
+
+Merged shards (``streamgen.results.manifest``): the pairs and steps files a compaction merged are listed
+from the manifest (checked present at their recorded sizes: a damaged one raises ``ManifestError``
+naming the fix, since skipping it would lose rows silently), and the per-shard files of the shards it
+lists are skipped by name without being opened, so each row is read from one place.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from streamgen.results.manifest import TABLES as MERGED_TABLES
+from streamgen.results.manifest import Manifest, check_batches, read_manifest
 from streamgen.results.records import PAIRS_SCHEMA, RUNS_SCHEMA, SCORES_SCHEMA, STEPS_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -94,11 +101,20 @@ def file_problem(path: Path, table: str) -> str | None:
     return None
 
 
-def readable_files(results_dir: str | os.PathLike[str], table: str, *, warn: bool = True) -> TableFiles:
-    """The ``table`` files of ``results_dir`` to read; each skipped one logs one warning (``warn``)."""
-    files: list[Path] = []
+def readable_files(results_dir: str | os.PathLike[str], table: str, *, warn: bool = True,
+                   manifest: Manifest | None = None) -> TableFiles:
+    """The ``table`` files of ``results_dir`` to read (the merged files first, then the per-shard files
+    of shards not merged); each skipped one logs one warning (``warn``). ``manifest``: already read."""
+    merged: tuple[Path, ...] = ()
+    loose = list_files(results_dir, table)
+    if table in MERGED_TABLES:
+        manifest = read_manifest(results_dir) if manifest is None else manifest
+        check_batches(results_dir, manifest)
+        merged = manifest.files(results_dir, table)
+        loose = [p for p in loose if not manifest.holds(p.stem)]
+    files: list[Path] = list(merged)
     skipped: list[Skipped] = []
-    for path in list_files(results_dir, table):
+    for path in loose:
         reason = file_problem(path, table)
         if reason is None:
             files.append(path)
