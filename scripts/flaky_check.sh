@@ -4,6 +4,7 @@
 #
 #   bash scripts/flaky_check.sh 5                     # every such file, 5 runs
 #   bash scripts/flaky_check.sh 5 tests/test_spool.py # only these files
+#   BUSY=0 bash scripts/flaky_check.sh 3               # no busy processes: another job is the load
 #
 # Needs the Slurm cluster for the Slurm files (bash .ci/slurm.sh start; they skip without it).
 # Exit 0 only when every run passed. Logs: results/flaky/run-<i>.log.
@@ -20,12 +21,13 @@ if [ ${#files[@]} -eq 0 ]; then
          tests/test_slurm_cluster.py tests/test_slurm_rehearsal.py tests/test_slurm_inventory.py)
 fi
 mkdir -p results/flaky
-python3 -c 'while True: pass' & busy1=$!
-python3 -c 'while True: pass' & busy2=$!
-trap 'kill $busy1 $busy2 2>/dev/null' EXIT
+busy=()
+for _ in $(seq 1 "${BUSY:-2}"); do python3 -c 'while True: pass' & busy+=($!); done
+trap '[ ${#busy[@]} -eq 0 ] || kill "${busy[@]}" 2>/dev/null' EXIT
 failed=0
 for i in $(seq 1 "$runs"); do
   start=$(date +%s)
+  echo "run $i: start $(date +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg)"
   python3 -m pytest -q -p no:cacheprovider "${files[@]}" >"results/flaky/run-$i.log" 2>&1
   rc=$?
   echo "run $i: rc $rc in $(( $(date +%s) - start )) s: $(tail -1 "results/flaky/run-$i.log")"
