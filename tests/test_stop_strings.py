@@ -63,6 +63,7 @@ def test_autoregressive_stops_after_the_token_completing_the_string_base_and_str
     assert out.base.token_ids == tuple(answer[:k]) and out.base.stopped and not out.base.finished
     assert out.base.forwards == k  # 1 prefill (token 1) + 1 per further token, none past the stop
     assert out.base.text == HEAD + "\n\n"  # the scorer cuts the string off (lm-eval's postprocess)
+    assert d.truncate_draft(free.token_ids) == answer[:k]  # a longer incoming draft is cut there, as at EOS
     assert out.stream.token_ids == out.base.token_ids
     assert out.steps[0].answer.forwards == k  # the first arrival decodes from scratch and stops there too
     for step in out.steps[1:]:  # the draft ends at the stop string: kept whole, it ended: 1 forward
@@ -110,6 +111,7 @@ def test_a_rejected_draft_is_decoded_again_up_to_the_stop_string(family: str) ->
     text = tiny_tokenizer().decode(tokens[2:4])
     assert reference_stop(tokens, [text]) == 4  # the string first completes at token 4
     d = free.with_stop_strings([text])
+    assert d.content(tokens) == tokens[:4]  # the verify pass scores the draft through the string, as through EOS
     out = run_pair(d, REQ, Greedy(), base_first=False)
     assert out.base.token_ids == tuple(tokens[:4]) and out.base.stopped
     assert out.base.forwards == base_forwards(family, d, 4)
