@@ -10,6 +10,7 @@ on into the next few-shot question (``…42.\\n\\nQuestion: …``), where ``\\n\
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -110,7 +111,7 @@ def test_a_rejected_draft_is_decoded_again_up_to_the_stop_string(family: str) ->
     tokens = list(free.generate(REQ.messages()).token_ids)
     text = tiny_tokenizer().decode(tokens[2:4])
     assert reference_stop(tokens, [text]) == 4  # the string first completes at token 4
-    d = free.with_stop_strings([text])
+    d: Any = free.with_stop_strings([text])  # content(): every family's, not the protocol's
     assert d.content(tokens) == tokens[:4]  # the verify pass scores the draft through the string, as through EOS
     out = run_pair(d, REQ, Greedy(), base_first=False)
     assert out.base.token_ids == tuple(tokens[:4]) and out.base.stopped
@@ -135,3 +136,13 @@ def test_without_stop_strings_nothing_changes() -> None:
         cell = Cell(model_config("scripted-ar-constant"), cfg, G(), None, 16)
         assert not any("stop_strings" in key for key in cell.settings())
     assert set(BIDIR) <= set(FAMILIES)
+
+
+def test_a_masked_position_ends_the_text_the_diffusion_families_look_in(constant) -> None:
+    """``CD`` across a still-masked position is not a stop: the text after a mask is not known yet."""
+    c, dd = pool_tokens()[2], pool_tokens()[3]
+    for family in ("llada", "refusion", "dgemma"):
+        d = constant[family]
+        assert d.stop_length([c, dd]) == 2 and d.stop_length([c, None, dd]) is None
+    llada = constant["llada"]
+    assert llada.stop_length([c, llada.mask_id, dd]) is None

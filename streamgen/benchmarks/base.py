@@ -14,7 +14,6 @@ from typing import Any, Protocol, runtime_checkable
 from streamgen.config import BenchmarkConfig
 from streamgen.requests.chat import Message
 
-
 STOP_STRINGS = "stop_strings"
 """``BenchmarkConfig.options`` key: strings after whose completion every decode of the benchmark stops
 (an lm-eval task's ``until``); absent for the other benchmarks, so their shard ids stay as they were."""
