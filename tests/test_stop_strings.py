@@ -76,6 +76,20 @@ def test_autoregressive_stops_after_the_token_completing_the_string_base_and_str
     assert late.generate(REQ.messages()).forwards == k2
 
 
+def test_a_special_tokens_text_stops_too_as_lm_evals_criteria_decode() -> None:
+    """A chat model running on into a new turn: ``<|im_start|>`` is a special token (not EOS) that the
+    answer's text skips; lm-eval's stop criteria decode with special tokens, so it stops there: A = 3."""
+    tok = tiny_tokenizer()
+    answer = text_tokens("42<|im_start|>user")
+    k = len(text_tokens("42")) + 1
+    assert tok.decode(answer[k - 1:k]) == "<|im_start|>" and answer[k - 1] != tok.eos_token_id
+    model = ScriptedLM(Script("turn", text="42<|im_start|>user"), bidirectional=False, mask_token_id=len(tok) - 1)
+    d = AutoregressiveDecoder(model.eval(), tok, max_new_tokens=64).with_stop_strings(["<|im_start|>"])
+    out = d.generate(REQ.messages())
+    assert out.token_ids == tuple(answer[:k]) and out.forwards == k and out.stopped
+    assert out.text == "42"  # the answer's text skips special tokens, as the scorer reads it
+
+
 @pytest.fixture(scope="module")
 def constant() -> dict[str, object]:
     return {f: load_decoder(model_config(f"scripted-{f}-constant"), max_new_tokens=BUDGET).with_stop_strings(["CD"])

@@ -224,7 +224,8 @@ class DiffusionGemmaDecoder(OverText):
         tokens = tokens if stop is None else tokens[:stop]
         finished = bool(tokens) and tokens[-1] in self.eos_ids
         text = self.decode_text(tokens[:-1] if finished else tokens)
-        return Generation(tuple(int(t) for t in tokens), text, finished, span.wall_s, span.meter, None, stop is not None)
+        stopped = stop is not None and not finished  # a stop string that is the EOS's own text: ended at EOS
+        return Generation(tuple(int(t) for t in tokens), text, finished, span.wall_s, span.meter, None, stopped)
 
     def seeded(self) -> Any:
         """A forked torch RNG seeded with ``decoding.seed`` (the caller's RNG is left untouched)."""

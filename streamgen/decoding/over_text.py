@@ -71,7 +71,7 @@ class OverText:
             if t is None or t == mask:
                 break
             run.append(int(t))
-        return stop_length(run, self.text.stop_strings, self.text.decode_text)
+        return stop_length(run, self.text.stop_strings, self.text.decode_raw)
 
     def for_benchmark(self, benchmark: str) -> Self:
         """This decoder with a benchmark's own settings; none by default (ReFusion has some)."""

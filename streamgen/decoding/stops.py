@@ -1,8 +1,9 @@
 """Stop strings: where an answer's text ends besides its EOS and its budget (lm-eval's ``until``).
 
 An answer stops after the token that completes a stop string: the first ``k`` such that the text of
-its first ``k`` tokens contains one of the strings, matched on the decoded text (so a stop string may
-span tokens, as with transformers' ``StopStringCriteria`` and lm-eval's own stop criteria). The
+its first ``k`` tokens contains one of the strings, matched on the decoded text with special tokens
+kept (so a stop string may span tokens, and a special token's text stops too, as with lm-eval's own
+stop criteria, which decode so; transformers' ``StopStringCriteria`` matches token strings alike). The
 answer keeps that token and its whole text; the scorer cuts the text at the string (lm-eval's
 ``postprocess_generated_text``). Every family ends an answer there as it ends one at EOS
 (docs/accounting.md, "Stop strings"); a leaf module beside the meter.
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 __all__ = ["StopStrings", "stop_length"]
 
 Detokenise = Callable[[Sequence[int]], str]
-"""Token ids → the answer's text as the scorer reads it (special tokens skipped)."""
+"""Token ids → the answer's text with special tokens kept (``AutoregressiveDecoder.decode_raw``)."""
 
 
 def stop_length(tokens: Sequence[int], strings: Sequence[str], decode: Detokenise) -> int | None:
