@@ -130,7 +130,7 @@ class AutoregressiveDecoder:
         if tuple(s for s in strings if s) == self.stop_strings:
             return self
         twin = copy.copy(self)
-        twin.stops = StopStrings(strings, twin.decode_text)
+        twin.stops = StopStrings(strings, twin.decode_raw)
         return twin
 
     # -- request rendering ---------------------------------------------------------------------
@@ -154,6 +154,11 @@ class AutoregressiveDecoder:
 
     def decode_text(self, token_ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
+
+    def decode_raw(self, token_ids: Sequence[int]) -> str:
+        """The text with special tokens kept: what stop strings are matched on, as lm-eval's stop criteria
+        decode (a special token such as ``<|im_start|>`` in ``until`` stops there too)."""
+        return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=False))
 
     def check_fits(self, request_tokens: int, answer_tokens: int | None = None) -> None:
         """Raise :class:`RequestTooLongError` if request + answer budget (a diffusion family: its answer
