@@ -3,7 +3,8 @@
 Accounting (docs/design.md, 'Accounting'; docs/accounting.md): the base run costs 1 prefill forward (which yields the
 first answer token) + 1 forward per further token. A stream step costs 1 verify forward over
 (request tokens not already cached + draft), which yields the accepted prefix AND the next token,
-+ 1 forward per further token; a fully accepted draft that ends in EOS costs exactly 1 forward.
++ 1 forward per further token; a fully accepted draft that ends in EOS (or at a benchmark's stop string,
+``streamgen.decoding.stops``) costs exactly 1 forward.
 
 The KV cache is a :class:`transformers.DynamicCache` built *without* the model config, so every layer
 (Gemma-3's sliding-window layers included) keeps full-length keys and values and can be rolled back
