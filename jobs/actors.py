@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.shared_work import sharing_key
 from jobs.spool import SpoolKey, UnitSpool, open_unit_spool
 from jobs.tasks import DecodedShard, ExampleResult, ExampleTask, Placement, ShardTask
-from streamgen.config import ModelConfig
+from streamgen.config import BenchmarkConfig, ModelConfig
 from streamgen.decoding.base import Decoder
 from streamgen.decoding.meter import MeterReading
 
@@ -139,7 +139,7 @@ class ModelActor:
         self.model = model
         self.device, self.device_label, self.placement = pick_device(cpu_fallback)
         self.actor_id = f"{socket.gethostname()}:{os.getpid()}"
-        self._decoders: dict[tuple[str, str | None, int], Decoder] = {}
+        self._decoders: dict[tuple[str, str | None, int, tuple[str, ...]], Decoder] = {}
         from streamgen.decoding.numerics import make_deterministic
 
         make_deterministic(self.device)  # before the weights load: cuBLAS reads its workspace setting once
@@ -157,17 +157,20 @@ class ModelActor:
         return ActorInfo(self.actor_id, os.getpid(), socket.gethostname(), self.device_label,
                          self.placement.gpu_ids, self.load_s)
 
-    def _decoder(self, benchmark: str, verifier_mode: str | None, max_new_tokens: int) -> Decoder:
+    def _decoder(self, benchmark: BenchmarkConfig, verifier_mode: str | None, max_new_tokens: int) -> Decoder:
         """A decoder over the loaded weights for a (benchmark, verifier mode, answer budget) cell, with the
-        model's per-benchmark settings applied (cheap to build)."""
-        key = (benchmark, verifier_mode, int(max_new_tokens))
+        model's per-benchmark settings and the benchmark's stop strings applied (cheap to build)."""
+        from streamgen.benchmarks.base import stop_strings
+
+        stops = stop_strings(benchmark)
+        key = (benchmark.name, verifier_mode, int(max_new_tokens), stops)
         if key not in self._decoders:
             cfg = self.model
             if verifier_mode is not None:
                 cfg = dataclasses.replace(cfg, decoding={**cfg.decoding, "verifier_mode": verifier_mode})
             decoder = self._family.build_decoder(cfg, self._loaded.model, self._loaded.tokenizer,
                                                  self.device, int(max_new_tokens))
-            self._decoders[key] = decoder.for_benchmark(benchmark)
+            self._decoders[key] = decoder.for_benchmark(benchmark.name).with_stop_strings(stops)
         return self._decoders[key]
 
     def run_shard(self, task: ShardTask) -> DecodedShard:
@@ -184,7 +187,7 @@ class ModelActor:
         if len({sharing_key(t.shard) for t in tasks}) != 1:
             raise ValueError("a work unit's shards must differ only in acceptance/τ and have the same examples "
                              f"(jobs.shared_work.group_shards); got {[t.cell.label for t in tasks]}")
-        decoders = [self._decoder(cell.benchmark.name, t.cell.verifier_mode, cell.max_new_tokens) for t in tasks]
+        decoders = [self._decoder(cell.benchmark, t.cell.verifier_mode, cell.max_new_tokens) for t in tasks]
         decoder, rules = decoders[0], [t.cell.rule for t in tasks]
         decode: Callable[[Sequence[ExampleTask]], list[ExampleResult]]
         if cell.live is not None:  # live streams run on the clock: never shared (one shard per unit)
@@ -232,7 +235,7 @@ class ModelActor:
         from streamgen.warmup import warm_up
 
         self._warm_up_pending = False
-        decoder = self._decoder(cell.benchmark.name, cell.verifier_mode, cell.max_new_tokens)
+        decoder = self._decoder(cell.benchmark, cell.verifier_mode, cell.max_new_tokens)
         try:
             self.warmup = warm_up(decoder)
         except Exception as exc:  # noqa: BLE001 — the timed pairs still run; a failing one becomes its row

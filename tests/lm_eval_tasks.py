@@ -9,6 +9,8 @@ Every question has three sentences, so every request streams (no single-segment 
 - ``fewshot_local``: two few-shot examples from a train split, lm-eval's default separators.
 - ``chat_local``: run with ``apply_chat_template``, ``fewshot_as_multiturn`` and a system instruction
   (grid options), a description, one few-shot turn.
+- ``stop_local``: ``gsm_local`` with ``until: ["DE"]``, a stop string inside the scripted answer that spans
+  two of its tokens (``D``, ``E``): the decoders stop after ``ABCDE`` (tests/test_stop_strings.py).
 - ``code_local``: a code task behind ``unsafe_code`` (refused); ``hub_gsm8k``: GSM8K's own hub dataset
   (refused before any model loads).
 """
@@ -23,6 +25,7 @@ TASKS = ("gsm_local", "fewshot_local", "chat_local")
 CHAT_OPTIONS = {"apply_chat_template": True, "fewshot_as_multiturn": True,
                 "system_instruction": "Reply with the code word only."}
 N_DOCS = 4
+STOP_UNTIL = 'until: ["DE"]'  # stop_local's generation_kwargs.until
 
 
 def _docs(n: int, offset: int = 0) -> list[dict[str, str]]:
@@ -141,6 +144,8 @@ def write_tasks(root: Path) -> Path:
     (tasks / "chat_local.yaml").write_text(FEWSHOT.format(
         name="chat_local", test=test, train=train, shots=1,
         description='description: "Each box holds one card."\n'))
+    (tasks / "stop_local.yaml").write_text(GSM.format(test=test).replace("task: gsm_local", "task: stop_local")
+                                           .replace('until: ["Question:", "</s>", "<|im_end|>"]', STOP_UNTIL))
     (tasks / "code_local.yaml").write_text(CODE.format(test=test))
     (tasks / "hub_gsm8k.yaml").write_text(HUB.format())
     return tasks

@@ -27,7 +27,7 @@ def test_per_benchmark_thresholds_reach_the_decoder_and_the_rows() -> None:
 
     shards = {b: actor.run_shard(task(b)) for b in ("coedit", "mbpp")}
     assert shards["coedit"].thresholds == (1.0, 0.7) and shards["mbpp"].thresholds == (1.0, 0.4)
-    assert actor._decoder("coedit", None, 16).settings.token_threshold == 0.7
+    assert actor._decoder(benchmark_config("coedit"), None, 16).settings.token_threshold == 0.7
     base = {b: s.results[0].outcome.base for b, s in shards.items()}
     assert base["coedit"].token_ids == base["mbpp"].token_ids  # same answer, other cost:
     assert base["coedit"].forwards > base["mbpp"].forwards  # the override sent a slot to the infill path

@@ -59,12 +59,12 @@ def tasks_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def grid_run(tasks_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """One grid over the three tasks: (results dir, printed report)."""
+    """One grid over the three tasks and ``stop_local``: (results dir, printed report)."""
     out = tmp_path_factory.mktemp("lm_eval_grid") / "results"
     chat = ",".join(overrides("chat_local"))
     proc = subprocess.run(
         [sys.executable, str(REPO_ROOT / "workflows" / "full_grid.py"), "grid=scripted", f"models=[{MODEL}]",
-         f"benchmarks=[{','.join('lm_eval:' + t for t in TASKS)}]", f"lm_eval_include_path={tasks_dir}",
+         f"benchmarks=[{','.join('lm_eval:' + t for t in (*TASKS, 'stop_local'))}]", f"lm_eval_include_path={tasks_dir}",
          f"benchmark_overrides.lm_eval:chat_local=[{chat}]", f"limit={N_DOCS}", f"shard_size={N_DOCS}",
          "workers=1", f"results_dir={out}"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
@@ -173,6 +173,30 @@ def test_answers_are_cut_at_until_and_filtered_as_lm_eval_does(tasks_dir: Path) 
     theirs = sorted((s for s in out["samples"]["gsm_local"] if s["filter"] == "flexible-extract"),
                     key=lambda s: s["doc_id"])
     assert [float(s["exact_match"]) for s in theirs] == [s.quality for s in ours]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_decoders_stop_at_until_and_the_score_is_the_cut_answers(grid_run: tuple[Path, str], tasks_dir: Path) -> None:
+    """``stop_local``'s ``until: ["DE"]`` completes at the scripted answer's 5th token (``D``, ``E``: the string
+    spans two): both sides stop there (AR: A = 5 forwards, no EOS), the kept-whole draft that ended costs 1,
+    and the quality is what the stop-free answer ``ABCDEF`` scored, cut at ``DE`` by the scorer as before."""
+    pairs = pairs_of(grid_run[0], "stop_local")
+    assert [p["example_id"] for p in pairs] == [str(i) for i in range(N_DOCS)]
+    a_tokens = len("ABCDE")  # one letter a token (tests/test_stop_strings.py checks the design)
+    for p in pairs:
+        assert (p["base_answer"], p["stream_answer"]) == ("ABCDE", "ABCDE")
+        assert (p["base_answer_tokens"], p["stream_answer_tokens"]) == (a_tokens, a_tokens)
+        assert p["base_forwards"] == a_tokens and p["residual_forwards"] == 1
+    bench = load_benchmark(lm_eval_benchmark_config("lm_eval:stop_local", str(tasks_dir)))
+    assert bench.cfg.options["stop_strings"] == ["DE"]
+    uncut = [bench.score(ex, ANSWER).quality for ex in bench.examples(limit=N_DOCS)]
+    assert [p["base_quality"] for p in pairs] == uncut
+    out, _ = lm_eval_run(tasks_dir, "stop_local", {int(p["example_id"]): p["base_answer"] for p in pairs})
+    theirs = sorted((s for s in out["samples"]["stop_local"] if s["filter"] == "flexible-extract"),
+                    key=lambda s: s["doc_id"])
+    assert [float(s["exact_match"]) for s in theirs] == uncut
+    assert {p["base_answer_tokens"] for p in pairs_of(grid_run[0], "gsm_local")} == {len(ANSWER) + 1}  # no stop: EOS
 
 
 @pytest.mark.integration

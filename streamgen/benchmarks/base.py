@@ -14,6 +14,16 @@ from typing import Any, Protocol, runtime_checkable
 from streamgen.config import BenchmarkConfig
 from streamgen.requests.chat import Message
 
+STOP_STRINGS = "stop_strings"
+"""``BenchmarkConfig.options`` key: strings after whose completion every decode of the benchmark stops
+(an lm-eval task's ``until``); absent for the other benchmarks, so their shard ids stay as they were."""
+
+
+def stop_strings(cfg: BenchmarkConfig) -> tuple[str, ...]:
+    """The benchmark's stop strings (``options.stop_strings``); none for most benchmarks."""
+    value = cfg.options.get(STOP_STRINGS) or ()
+    return (value,) if isinstance(value, str) else tuple(str(s) for s in value)
+
 
 class BenchmarkDataError(RuntimeError):
     """Benchmark data is missing or malformed; the message names the file and the fix."""

@@ -4,7 +4,8 @@ The task is lm-eval's own: :class:`lm_eval.tasks.TaskManager` finds its YAML (``
 first, lm-eval's built-in folder only when the task is not there), and the task object builds every
 piece the way lm-eval does: the prompt (``fewshot_context``: ``doc_to_text``, the few-shot examples
 and their separators, the description and system instruction, ``apply_chat_template`` and
-``fewshot_as_multiturn``), the generation settings (``until``, ``max_gen_toks``) and the score (the
+``fewshot_as_multiturn``), the generation settings (``until``: where every decode stops, as lm-eval's
+models stop; ``max_gen_toks``: the answer budget) and the score (the
 filter ensemble, ``process_results``, the metric's aggregation). This module only says which part of
 that prompt streams: the document's own text (``doc_to_text(doc)``), the tail of the last user turn;
 everything before it — the system turn, few-shot turns (multi-turn) or the few-shot block in front of
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streamgen.benchmarks.base import Benchmark, BenchmarkDataError, Example, Score
+from streamgen.benchmarks.base import STOP_STRINGS, Benchmark, BenchmarkDataError, Example, Score
 from streamgen.benchmarks.lm_eval_checks import (
     INSTALL_HINT,
     LoadedTask,
@@ -100,10 +101,14 @@ def until(loaded: LoadedTask) -> list[str]:
 
 def resolved(cfg: BenchmarkConfig, loaded: LoadedTask) -> BenchmarkConfig:
     """``cfg`` as the task defines it: version ``<task version>+<8 hex of its YAML folder>.<8 hex of its
-    data>``, metric ``<metric>,<filter>`` (lm-eval's result key), ``max_new_tokens`` its ``max_gen_toks``."""
+    data>``, metric ``<metric>,<filter>`` (lm-eval's result key), ``max_new_tokens`` its ``max_gen_toks``,
+    ``options.stop_strings`` its ``until`` (the decoders stop there: :func:`streamgen.benchmarks.base.stop_strings`;
+    in the cell's fingerprint, so a task's cells differ from those measured before the decoders stopped)."""
     version = f"{loaded.version}+{task_fingerprint(loaded)}"
     metric = cfg.metric or f"{loaded.metrics[0]},{loaded.filters[0]}"
-    return dataclasses.replace(cfg, version=version, metric=metric, max_new_tokens=max_gen_toks(loaded))
+    options = {**cfg.options, STOP_STRINGS: until(loaded)}
+    return dataclasses.replace(cfg, version=version, metric=metric, max_new_tokens=max_gen_toks(loaded),
+                               options=options)
 
 
 def task_version(cfg: BenchmarkConfig) -> str:

@@ -48,10 +48,12 @@ def cut_draft(draft: Sequence[int], eos_ids: Collection[int], limit: int, *, kee
     return out
 
 
-def draft_is_complete(draft: Sequence[int], accepted: int, eos_ids: Collection[int], limit: int) -> bool:
-    """A fully accepted draft is the answer only if it ended (EOS) or fills the budget ``limit``;
-    a shorter unfinished draft must be continued (docs/diffusion.md names the bug of treating it as complete)."""
-    return 0 < len(draft) == accepted and (int(draft[-1]) in eos_ids or len(draft) >= limit)
+def draft_is_complete(draft: Sequence[int], accepted: int, eos_ids: Collection[int], limit: int, *,
+                      stop: int | None = None) -> bool:
+    """A fully accepted draft is the answer only if it ended (EOS, or ``stop``: the draft's first ``stop``
+    tokens complete a stop string, ``streamgen.decoding.stops``) or fills the budget ``limit``; a shorter
+    unfinished draft must be continued (docs/diffusion.md names the bug of treating it as complete)."""
+    return 0 < len(draft) == accepted and (int(draft[-1]) in eos_ids or len(draft) >= limit or stop == len(draft))
 
 
 def accepted_length(draft: Sequence[int], verification: Verification, rule: AcceptanceRule) -> int:

@@ -3,7 +3,8 @@
 Accounting (docs/design.md, 'Accounting'; docs/accounting.md): the base run costs 1 prefill forward (which yields the
 first answer token) + 1 forward per further token. A stream step costs 1 verify forward over
 (request tokens not already cached + draft), which yields the accepted prefix AND the next token,
-+ 1 forward per further token; a fully accepted draft that ends in EOS costs exactly 1 forward.
++ 1 forward per further token; a fully accepted draft that ends in EOS (or at a benchmark's stop string,
+``streamgen.decoding.stops``) costs exactly 1 forward.
 
 The KV cache is a :class:`transformers.DynamicCache` built *without* the model config, so every layer
 (Gemma-3's sliding-window layers included) keeps full-length keys and values and can be rolled back
@@ -12,6 +13,7 @@ to any length; the attention masks still apply the sliding window (docs/traps.md
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import to_host
 from streamgen.decoding.meter import ForwardMeter, device_synchronizer
 from streamgen.decoding.numerics import margin_in_spacings
+from streamgen.decoding.stops import StopStrings
 from streamgen.requests.chat import Message, render_plain
 
 log = logging.getLogger(__name__)
@@ -116,6 +119,20 @@ class AutoregressiveDecoder:
         self.system_prompt = system_prompt  # prepended when the messages carry no system turn
         # the dtype the forward computes logits in (margins are in its spacing; docs/numerics.md)
         self.logits_dtype = next(iter(model.parameters()), torch.zeros(())).dtype
+        self.stops = StopStrings()  # none: answers end at EOS or the budget (with_stop_strings)
+
+    @property
+    def stop_strings(self) -> tuple[str, ...]:
+        return self.stops.strings
+
+    def with_stop_strings(self, strings: Sequence[str]) -> AutoregressiveDecoder:
+        """This decoder (same weights, settings and meter) ending every answer, base and stream alike, after
+        the token that completes one of ``strings`` (``streamgen.decoding.stops``; docs/accounting.md)."""
+        if tuple(s for s in strings if s) == self.stop_strings:
+            return self
+        twin = copy.copy(self)
+        twin.stops = StopStrings(strings, twin.decode_raw)
+        return twin
 
     # -- request rendering ---------------------------------------------------------------------
 
@@ -138,6 +155,11 @@ class AutoregressiveDecoder:
 
     def decode_text(self, token_ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
+
+    def decode_raw(self, token_ids: Sequence[int]) -> str:
+        """The text with special tokens kept: what stop strings are matched on, as lm-eval's stop criteria
+        decode (a special token such as ``<|im_start|>`` in ``until`` stops there too)."""
+        return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=False))
 
     def check_fits(self, request_tokens: int, answer_tokens: int | None = None) -> None:
         """Raise :class:`RequestTooLongError` if request + answer budget (a diffusion family: its answer
@@ -163,17 +185,24 @@ class AutoregressiveDecoder:
     def continue_greedy(self, state: KVState, answer: list[int], margins: list[float]) -> list[int]:
         """Decode one token per forward after ``answer`` (whose last token is not yet cached); each
         token's top-2 margin (dtype spacings) is appended to ``margins``."""
-        eos, limit = self.eos_token_ids, self.max_new_tokens
-        while answer[-1] not in eos and len(answer) < limit:
+        while not self.has_ended(answer):
             logits = self.forward(state, answer[-1:], 1, "decode")
             host = rows_to_host(logits[-1:], (), self.logits_dtype)
             answer.append(host.argmax[0])
             margins.extend(host.margins)
         return answer
 
+    def has_ended(self, answer: Sequence[int]) -> bool:
+        """Whether ``answer`` (non-empty, with no stop string before its last token) is complete: it ends
+        in EOS, fills the budget, or its last token completes a stop string."""
+        return answer[-1] in self.eos_token_ids or len(answer) >= self.max_new_tokens or self.stops.ends(answer)
+
     def truncate_draft(self, draft: Sequence[int]) -> list[int]:
-        """The draft cut after its first EOS and to the answer budget (an answer never extends past them)."""
-        return cut_draft(draft, self.eos_token_ids, self.max_new_tokens, keep_eos=True)
+        """The draft cut after its first EOS, to the answer budget and after the token completing its first
+        stop string (an answer never extends past them)."""
+        cut = cut_draft(draft, self.eos_token_ids, self.max_new_tokens, keep_eos=True)
+        stop = self.stops.length(cut)
+        return cut if stop is None else cut[:stop]
 
     def content(self, draft: Sequence[int]) -> list[int]:
         """The draft positions a verify pass scores (the name the diffusion families use: the §6.5 probe)."""
@@ -195,7 +224,9 @@ class AutoregressiveDecoder:
     def _generation(self, answer: list[int], span: Any, margins: Sequence[float]) -> Generation:
         finished = self.is_finished(answer)
         text = self.decode_text(answer[:-1] if finished else answer)  # EOS is never part of the text
-        return Generation(tuple(answer), text, finished, span.wall_s, span.meter, tuple(margins[: len(answer)]))
+        stopped = not finished and self.stops.ends(answer)
+        return Generation(tuple(answer), text, finished, span.wall_s, span.meter, tuple(margins[: len(answer)]),
+                          stopped)
 
     # -- Decoder protocol ----------------------------------------------------------------------
 
@@ -293,7 +324,8 @@ class AutoregressiveSession:
             accepted = accepted_length(draft, verification, rule)
             answer, margins = draft[:accepted], row_margins[:accepted]
             guarded = False
-            if not draft_is_complete(draft, accepted, dec.eos_token_ids, dec.max_new_tokens):
+            if not draft_is_complete(draft, accepted, dec.eos_token_ids, dec.max_new_tokens,
+                                     stop=dec.stops.length(draft)):
                 guarded = bool(draft) and rule.guarded(row_margins[accepted])  # no draft: prefill decides
                 self._next_token(request, answer, margins, host.argmax[accepted], row_margins[accepted], guarded)
                 answer = dec.continue_greedy(self.state, answer, margins)

@@ -32,6 +32,8 @@ class Generation:
     ``meter`` holds forwards, tokens fed and the wall time spent inside forwards. ``margins``
     (autoregressive decoders; None elsewhere): per answer token, the top-1 minus top-2 logit of the
     forward row that chose it, in units of the logits dtype's spacing (``streamgen.decoding.numerics``).
+    ``stopped``: decoding stopped at the token completing a stop string (``streamgen.decoding.stops``);
+    ``text`` then holds the stop string and whatever that token adds after it (the scorer cuts it).
     """
 
     token_ids: tuple[int, ...]
@@ -40,6 +42,7 @@ class Generation:
     wall_s: float
     meter: MeterReading
     margins: tuple[float, ...] | None = None
+    stopped: bool = False
 
     @property
     def forwards(self) -> int:
@@ -93,6 +96,11 @@ class Decoder(Protocol):
 
     def for_benchmark(self, benchmark: str) -> Decoder:
         """This decoder with the model's per-benchmark settings applied (same weights and meter)."""
+        ...
+
+    def with_stop_strings(self, strings: Sequence[str]) -> Decoder:
+        """This decoder (same weights and meter) ending every answer, base run and stream steps alike, after
+        the token that completes one of ``strings`` (a benchmark's stop strings; docs/accounting.md)."""
         ...
 
     def generate(self, messages: Sequence[Message]) -> Generation:

@@ -207,13 +207,14 @@ class BidirectionalDecoder(OverText):
 
     def denoise(self, buf: Buffer) -> None:
         """Fill the masked positions block by block, every block (``stop_after_eos_block``: stop after the
-        block holding the first EOS). A block with nothing masked (a stream step's accepted run) costs nothing."""
+        block holding the first EOS or completing a stop string). A block with nothing masked (a stream
+        step's accepted run) costs nothing."""
         for lo in range(0, self.gen_length, self.block_length):
             hi = lo + self.block_length
             masked = sum(t is None for t in buf.answer[lo:hi])
             if masked:
                 self._denoise_block(buf, hi, masked)
-            if self.settings.stop_after_eos_block and buf.eos_pos(self.eos_ids) is not None:
+            if self.settings.stop_after_eos_block and self.answer_end(buf) is not None:
                 return
 
     def confirm(self, buf: Buffer) -> None:
@@ -227,7 +228,8 @@ class BidirectionalDecoder(OverText):
         if self.memo is None or any(t is not None for t in buf.answer):
             self.denoise(buf)
             return None
-        key = (repr(dataclasses.replace(self.settings, verifier_mode="")), tuple(buf.prompt), tuple(buf.prompt_masked))
+        key = (repr(dataclasses.replace(self.settings, verifier_mode="")), self.stop_strings, tuple(buf.prompt),
+               tuple(buf.prompt_masked))
         found = self.memo.get(key)
         if found is None:
             with self.meter.span() as span:
@@ -239,14 +241,23 @@ class BidirectionalDecoder(OverText):
         buf.prompt, buf.prompt_masked, buf.answer = list(prompt), list(masked), list(answer)
         return found
 
-    def _generation(self, buf: Buffer, span: Any, reused: Decoded | None = None) -> Generation:
+    def answer_end(self, buf: Buffer) -> int | None:
+        """The answer's length in ``buf``: through its first EOS, or through the token completing its first
+        stop string (looked for in the leading run of revealed positions), whichever comes first; None:
+        neither yet."""
         eos = buf.eos_pos(self.eos_ids)
-        end = self.gen_length if eos is None else eos + 1
+        stop = self.stop_length(buf.answer[:eos])
+        return stop if stop is not None else None if eos is None else eos + 1
+
+    def _generation(self, buf: Buffer, span: Any, reused: Decoded | None = None) -> Generation:
+        end, eos = self.answer_end(buf), buf.eos_pos(self.eos_ids)
+        finished = eos is not None and end == eos + 1
+        stopped = end is not None and not finished  # ended at a stop string
         tokens = [self.mask_id if t is None else int(t) for t in buf.answer[:end]]  # a never-revealed mask stays
         text = self.text.decode_text([t for t in tokens if t != self.mask_id])
-        if reused is None:
-            return Generation(tuple(tokens), text, eos is not None, span.wall_s, span.meter)
-        return Generation(tuple(tokens), text, eos is not None, span.wall_s + reused.wall_s, span.meter + reused.meter)
+        wall_s, meter = (span.wall_s, span.meter) if reused is None else (span.wall_s + reused.wall_s,
+                                                                          span.meter + reused.meter)
+        return Generation(tuple(tokens), text, finished, wall_s, meter, None, stopped)
 
     def _buffer(self, messages: Sequence[Message]) -> Buffer:
         prompt = self.text.render(messages)
@@ -275,12 +286,12 @@ class BidirectionalDecoder(OverText):
     def leaves_nothing(self, buf: Buffer) -> bool:
         """Whether an accepted run leaves the procedure nothing to decode: no answer position is masked up
         to the accepted run's EOS (the positions after it lie after the answer: docs/diffusion.md), or to
-        the buffer's end when it holds none. ``refill_after_eos`` (the earlier rule): every position after
+        the buffer's end when it holds none; a stop string ends the answer as its EOS does
+        (:meth:`answer_end`). ``refill_after_eos`` (the earlier rule): every position after
         the EOS must be filled too, unless ``stop_after_eos_block``."""
         tail_counts = self.settings.refill_after_eos and not self.settings.stop_after_eos_block
-        eos = None if tail_counts else buf.eos_pos(self.eos_ids)
-        end = self.gen_length if eos is None else eos + 1
-        return all(t is not None for t in buf.answer[:end])
+        end = None if tail_counts else self.answer_end(buf)
+        return all(t is not None for t in buf.answer[: self.gen_length if end is None else end])
 
     def open_stream(self) -> BidirectionalSession:
         return BidirectionalSession(self)

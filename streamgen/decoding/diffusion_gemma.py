@@ -192,14 +192,15 @@ class DiffusionGemmaDecoder(OverText):
         DenoiseLoop(self, cache, prompt + draft[:whole], draft[whole:]).run(steps=self.min_denoise_steps)
 
     def decode_from(self, cache: Any, prompt: list[int], answer: list[int], pinned: Sequence[int]) -> list[int]:
-        """Canvas after canvas until one holds an EOS or the budget's canvases are done; ``answer`` holds
+        """Canvas after canvas until one holds an EOS or completes a stop string (which may span canvases),
+        or the budget's canvases are done; ``answer`` holds
         whole accepted blocks already in ``cache``, ``pinned`` the accepted start of the next one."""
         limit = self.n_blocks * self.canvas
         while True:
             block = self.denoise_block(cache, prompt + answer, pinned)
             pinned = ()
             answer = answer + block
-            if len(answer) >= limit or any(t in self.eos_ids for t in block):
+            if len(answer) >= limit or any(t in self.eos_ids for t in block) or self.stop_length(answer) is not None:
                 return answer
             self.encode(cache, block, len(prompt) + len(answer) - self.canvas, "encode")
 
@@ -219,9 +220,12 @@ class DiffusionGemmaDecoder(OverText):
     def _generation(self, answer: list[int], span: Any) -> Generation:
         eos = next((i for i, t in enumerate(answer) if t in self.eos_ids), None)
         tokens = answer[: self.gen_length if eos is None else min(eos + 1, self.gen_length)]
+        stop = self.stop_length(tokens)
+        tokens = tokens if stop is None else tokens[:stop]
         finished = bool(tokens) and tokens[-1] in self.eos_ids
         text = self.decode_text(tokens[:-1] if finished else tokens)
-        return Generation(tuple(int(t) for t in tokens), text, finished, span.wall_s, span.meter)
+        stopped = stop is not None and not finished  # a stop string that is the EOS's own text: ended at EOS
+        return Generation(tuple(int(t) for t in tokens), text, finished, span.wall_s, span.meter, None, stopped)
 
     def seeded(self) -> Any:
         """A forked torch RNG seeded with ``decoding.seed`` (the caller's RNG is left untouched)."""
@@ -300,7 +304,7 @@ class DiffusionGemmaSession:
         d = self.decoder
         whole = accepted // d.canvas * d.canvas
         extra["accepted_whole_blocks"] = float(whole // d.canvas)
-        if draft_is_complete(content, accepted, d.eos_ids, d.gen_length):
+        if draft_is_complete(content, accepted, d.eos_ids, d.gen_length, stop=d.stop_length(content)):
             d.confirm(scored.cache, scored.prompt, content)
             return content
         cache = d.replay(scored.cache, len(scored.prompt) + whole)

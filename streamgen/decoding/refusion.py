@@ -42,7 +42,7 @@ from streamgen.decoding.base import Family, Generation, StepResult, common_prefi
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.over_text import OverText
-from streamgen.decoding.slots import KV, SlotEngine, SlotState
+from streamgen.decoding.slots import KV, SlotEngine, SlotState, StopAt
 from streamgen.requests.chat import Message
 
 log = logging.getLogger(__name__)
@@ -187,14 +187,19 @@ class ReFusionDecoder(OverText):
 
     def _generation(self, state: SlotState, span: Any) -> Generation:
         tokens = state.tokens(self.gen_length)
-        return Generation(tuple(tokens), self.decode_text(tokens), state.eos_pos is not None, span.wall_s, span.meter)
+        finished = state.eos_pos is not None and not state.stopped
+        return Generation(tuple(tokens), self.decode_text(tokens), finished, span.wall_s, span.meter, None,
+                          state.stopped)
+
+    def _stop(self) -> StopAt | None:
+        return self.stop_length if self.text.stops else None
 
     @torch.inference_mode()
     def generate(self, messages: Sequence[Message]) -> Generation:
         """Base run: the whole request from scratch (the first plan forward is also the prefill)."""
         with self.meter.span() as span:  # rendering counts, as in every family (docs/accounting.md)
             state = self.start(messages)  # no reuse: the base run decodes from scratch
-            self.engine.decode(state, self.gen_length)
+            self.engine.decode(state, self.gen_length, self._stop())
         return self._generation(state, span)
 
     @torch.inference_mode()
@@ -242,10 +247,12 @@ class ReFusionSession:
                 state.accept(positions[:accepted], d.eos_ids)
             else:
                 state = d.start(messages, self.last)
-            if draft_is_complete(positions, accepted, d.eos_ids, d.gen_length):
+            if draft_is_complete(positions, accepted, d.eos_ids, d.gen_length, stop=d.stop_length(positions)):
+                if d.text.stops:
+                    state.end_at_stop(d.stop_length)  # a kept stop string ends the answer, as a kept EOS does
                 d.engine.confirm(state, accepted)  # the draft is the answer; one round emits it
             else:
-                d.engine.decode(state, d.gen_length)
+                d.engine.decode(state, d.gen_length, d._stop())
         self.last = SlotState(state.prompt, state.kv.crop(len(state.prompt)))
         answer = d._generation(state, span)
         extra = {} if verification is None else {"verify_median_prob": verification.median_prob or 0.0}

@@ -8,7 +8,7 @@ committed (tokens by position, KV in commit order), :class:`SlotEngine` runs rou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -80,6 +80,10 @@ class KV:
 EMPTY_KV = KV(())
 
 
+StopAt = Callable[[Sequence[int]], "int | None"]
+"""Token ids → the fewest leading ones completing a stop string (None: none), ``OverText.stop_length``."""
+
+
 @dataclass
 class SlotState:
     """Committed answer tokens by position, their KV (prompt first, then generation order)."""
@@ -88,7 +92,8 @@ class SlotState:
     kv: KV = EMPTY_KV
     answer: dict[int, int] = field(default_factory=dict)  # answer position → token
     order: list[int] = field(default_factory=list)  # answer positions in commit (= KV) order
-    eos_pos: int | None = None
+    eos_pos: int | None = None  # the answer's last position: its first EOS, or the token completing a stop string
+    stopped: bool = False  # eos_pos is where a stop string completes (:meth:`end_at_stop`)
 
     def commit(self, positions: Sequence[int], tokens: Sequence[int], kv: KV, eos_ids: frozenset[int]) -> None:
         self.kv = self.kv.cat(kv)
@@ -105,6 +110,16 @@ class SlotState:
             self.order.append(p)
             if t in eos_ids and self.eos_pos is None:
                 self.eos_pos = p
+
+    def end_at_stop(self, stop: StopAt) -> None:
+        """End the answer after the token completing its first stop string, found in the leading run of
+        committed positions (later positions may still change what precedes them there: none does)."""
+        run: list[int] = []
+        while len(run) in self.answer and (self.eos_pos is None or len(run) <= self.eos_pos):
+            run.append(self.answer[len(run)])
+        k = stop(run)
+        if k is not None and (self.eos_pos is None or k - 1 < self.eos_pos):
+            self.eos_pos, self.stopped = k - 1, True
 
     def tokens(self, gen_length: int) -> list[int]:
         """The answer in positional order, through the first EOS (inclusive)."""
@@ -265,11 +280,15 @@ class SlotEngine:
         ch = self.plan(state, [list(range(end, end + self.s.slot_size))])
         self.forward(state, [ch.drafts[0]], [ch.slots[0]], "verify")
 
-    def decode(self, state: SlotState, gen_length: int) -> None:
-        """Fill every uncommitted position, block by block, until EOS or ``gen_length``."""
+    def decode(self, state: SlotState, gen_length: int, stop: StopAt | None = None) -> None:
+        """Fill every uncommitted position, block by block, until EOS or ``gen_length``; with ``stop``, a
+        stop string completed in the leading committed run ends the answer as an EOS would (checked
+        before every round)."""
         block = min(self.block_length, gen_length)
         for start in range(0, gen_length, block):
             while True:
+                if stop is not None:
+                    state.end_at_stop(stop)
                 limit = min(start + block, gen_length if state.eos_pos is None else state.eos_pos)
                 free = [p for p in range(start, limit) if p not in state.answer]
                 if not free:

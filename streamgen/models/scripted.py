@@ -55,9 +55,12 @@ class Script:
     length: int = 6
     k: int = 0
     probs: tuple[float, ...] = ()
+    text: str = ""  # set: the answer is this text's tokens, whatever the request (``length`` unused)
 
     def content(self, request_bytes: int) -> list[int]:
         """The answer's content tokens (EOS excluded) for a request of ``request_bytes`` bytes."""
+        if self.text:
+            return text_tokens(self.text)
         pool, r = pool_tokens(), request_bytes
         fixed = [pool[j] for j in range(self.length)]
         moving = [pool[(r + j) % len(pool)] for j in range(self.length)]
@@ -89,6 +92,13 @@ def pool_tokens() -> tuple[int, ...]:
     tok = tiny_tokenizer()
     ids = sorted(i for i in tok.get_vocab().values() if i >= len(tok.all_special_ids))
     return tuple(i for i in ids if i != len(tok) - 1 and re.fullmatch(r"[A-Za-z]+", tok.decode([i])))
+
+
+@functools.lru_cache(maxsize=8)
+def text_tokens(text: str) -> list[int]:
+    """``text`` in the tiny tokenizer's tokens (a :class:`Script` with ``text``: e.g. an answer that runs on
+    into the next few-shot question, as a base model does, for the stop-string tests)."""
+    return list(tiny_tokenizer()(text, add_special_tokens=False)["input_ids"])
 
 
 @functools.lru_cache(maxsize=1)

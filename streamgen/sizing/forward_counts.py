@@ -21,6 +21,9 @@ accepted run known they reproduce what the decoders do (docs/diffusion.md "What 
 
 The estimate (``jobs/estimate.py``) calls these with ``accepted = 0`` (it cannot know what will be kept):
 an upper bound for every family, and exact for LLaDA / Dream whenever no kept run covers a whole block.
+The answer's end is its EOS or the token completing a benchmark's stop string
+(``streamgen.decoding.stops``; docs/accounting.md, "Stop strings"): the families stop at both alike, so
+the rules hold with the answer length through either.
 When the stream refill changes, change the family's function here; nothing else counts forwards.
 """
 
