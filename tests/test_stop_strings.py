@@ -160,3 +160,24 @@ def test_a_masked_position_ends_the_text_the_diffusion_families_look_in(constant
         assert d.stop_length([c, dd]) == 2 and d.stop_length([c, None, dd]) is None
     llada = constant["llada"]
     assert llada.stop_length([c, llada.mask_id, dd]) is None
+
+
+def test_dgemma_confirms_a_kept_whole_draft_that_ends_at_the_stop_string(constant, monkeypatch) -> None:
+    """The intermediate fact behind the floor: a later step whose draft ``ABCD`` ended at the stop string
+    and is kept whole emits it with one confirming canvas (``confirm``), and denoises nothing after it
+    (no ``decode_from``); only the base run and step 1 (no draft) decode. On the scripted model a further
+    canvas would cost the same forwards, so the count alone cannot tell the two apart."""
+    d = constant["dgemma"]
+    calls: list[str] = []
+    confirm, decode_from = d.confirm, d.decode_from
+
+    def spy(name: str, fn: Any) -> Any:
+        return lambda *a, **k: (calls.append(name), fn(*a, **k))[1]
+
+    monkeypatch.setattr(d, "confirm", spy("confirm", confirm))
+    monkeypatch.setattr(d, "decode_from", spy("decode_from", decode_from))
+    out = run_pair(d, REQ, Greedy(), base_first=True)
+    later = len(out.steps) - 1
+    assert later >= 2 and all(s.accepted_tokens == 4 for s in out.steps[1:])
+    assert calls.count("confirm") == later
+    assert calls.count("decode_from") == 2  # the base run and step 1
