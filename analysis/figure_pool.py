@@ -8,11 +8,13 @@ computed once in the report's process (DuckDB); a worker gets only the few array
 plots, never a connection. Workers fork from a forkserver that has already imported the figure modules,
 so each starts in milliseconds and no DuckDB or Arrow thread of the parent is forked.
 
-A figure costs ~0.85 s of CPU whatever its layout mode: measured per 6-panel figure, ``tight_layout`` then
-``savefig`` 0.85–0.89 s, the tight or constrained layout engine set at construction 0.88–0.97 s, the
-figure built at the dpi it is saved at 0.81–0.91 s (building the axes ~0.17 s, the layout ~0.17 s, the
-drawing and PNG ~0.5 s). So the drawing is kept as it was (the PNGs are pixel for pixel the same) and
-the time is cut by drawing figures side by side.
+The report's grid figures (the speedup histograms, the waits against typing rate: ~90 of the ~93) are
+laid out by :func:`save_grid`: fixed margins in inches, one legend per figure, PNG at zlib level 1.
+Measured per 6-panel speedup figure (CPU, ~0.44 s idle): ``tight_layout`` was ~35 % of it (it lays out
+every text once more to measure it), the three-entry legend in each panel ~20 %, the PNG's zlib level 6
+~10 %; ``save_grid`` draws the same panels at ~0.2 s (bench/bench_figures.py). Figures whose text sizes
+vary with the data (the τ sweep's outside legend, the training curve) keep :func:`save`
+(``tight_layout``): there are few of them.
 """
 
 from __future__ import annotations
@@ -56,12 +58,46 @@ def new_figure(figsize: tuple[float, float]) -> Figure:
 
 def save(fig: Figure, path: Path, rect: tuple[float, float, float, float] | None = None) -> None:
     """``tight_layout`` (within ``rect``) and write the PNG at ``DPI``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     if rect is None:
         fig.tight_layout()
     else:
         fig.tight_layout(rect=rect)
-    fig.savefig(path, dpi=DPI)
+    _write(fig, path)
+
+
+PNG_OPTIONS = {"compress_level": 1}
+"""zlib level 1: the flat-coloured figures compress nearly as well as at the default 6, ~10 % of a figure's time less."""
+
+
+@dataclass(frozen=True)
+class GridMargins:
+    """Margins and gaps of a grid of panels, in inches (so they do not change with the panel count):
+    room for tick labels and axis labels (``left``, ``bottom``, ``wgap``), panel titles and the
+    suptitle (``top``, ``hgap``) and a legend below the panels (``bottom``)."""
+
+    left: float = 0.75
+    right: float = 0.2
+    bottom: float = 0.6
+    top: float = 0.75
+    wgap: float = 0.55
+    hgap: float = 0.95
+
+
+def save_grid(fig: Figure, path: Path, nrows: int, ncols: int, margins: GridMargins) -> None:
+    """Place an ``nrows`` × ``ncols`` grid of panels by fixed ``margins`` (no ``tight_layout``: it lays out
+    every text twice) and write the PNG at ``DPI``."""
+    width, height = fig.get_size_inches()
+    w = (width - margins.left - margins.right - (ncols - 1) * margins.wgap) / ncols
+    h = (height - margins.bottom - margins.top - (nrows - 1) * margins.hgap) / nrows
+    fig.subplots_adjust(left=margins.left / width, right=1 - margins.right / width,
+                        bottom=margins.bottom / height, top=1 - margins.top / height,
+                        wspace=margins.wgap / w, hspace=margins.hgap / h)
+    _write(fig, path)
+
+
+def _write(fig: Figure, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, pil_kwargs=PNG_OPTIONS)
     log.info("wrote %s", path)
 
 
