@@ -23,7 +23,7 @@ import logging
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,14 +111,45 @@ def _run(job: FigureJob) -> Path:
     return job.path
 
 
+class FigurePool:
+    """Figures drawn while the caller goes on: ``submit`` jobs as their tables are ready (the report submits
+    the speedup figures before it builds the typing tables, so drawing overlaps that SQL and Python), then
+    ``paths()`` waits for all. Workers (``workers``, default one per core) start once ``PARALLEL_FROM``
+    jobs have been submitted; with fewer, ``paths()`` draws them in this process. Use as a context manager
+    (the workers stop on leaving it, also on an error)."""
+
+    def __init__(self, *, workers: int | None = None) -> None:
+        self._workers = workers or cores()
+        self._held: list[FigureJob] = []  # submitted before the pool started
+        self._futures: list[Future[Path]] = []
+        self._executor: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> FigurePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, jobs: Sequence[FigureJob]) -> None:
+        self._held += jobs
+        if self._executor is None and self._workers > 1 and len(self._held) >= PARALLEL_FROM:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(_PRELOAD)
+            self._executor = ProcessPoolExecutor(self._workers, mp_context=context)
+        if self._executor is not None:
+            self._futures += [self._executor.submit(_run, job) for job in self._held]
+            self._held = []
+
+    def paths(self) -> list[Path]:
+        """Every submitted figure drawn; their paths in the order submitted."""
+        drawn = [future.result() for future in self._futures]
+        return drawn + [_run(job) for job in self._held]
+
+
 def draw_all(jobs: Sequence[FigureJob], *, workers: int | None = None) -> list[Path]:
     """Draw every job (in a pool of ``workers`` processes, default one per core, when there are at least
     ``PARALLEL_FROM`` jobs); returns the paths in the jobs' order."""
-    n = min(workers or cores(), len(jobs))
-    if n <= 1 or len(jobs) < PARALLEL_FROM:
-        return [_run(job) for job in jobs]
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(_PRELOAD)
-    chunk = max(1, len(jobs) // (n * 4))
-    with ProcessPoolExecutor(n, mp_context=context) as pool:
-        return list(pool.map(_run, jobs, chunksize=chunk))
+    with FigurePool(workers=workers) as pool:
+        pool.submit(jobs)
+        return pool.paths()

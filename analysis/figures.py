@@ -97,15 +97,14 @@ def model_distributions(per_example: pa.Table, out_dir: Path) -> list[FigureJob]
     """Paper Figure 2: one PNG per acceptance setting, one panel per model (with its variant, verifier
     mode and settings tag), each panel the per-example speedups pooled over all its benchmarks."""
     speedups = per_example["speedup_forwards"].to_numpy(zero_copy_only=False).astype(float)
-    keys = per_example.select(list(SETTING)).to_pylist()
-    by_rule: dict[tuple, dict[str, list[float]]] = {}
-    for key, value in zip(keys, speedups, strict=True):
+    by_rule: dict[tuple, dict[str, list[np.ndarray]]] = {}
+    for key, start, stop in _runs(per_example, SETTING):  # per run of a setting, not per row (~5·10^5 rows at full size)
         panel = setting_label(key, with_rule=False)
-        by_rule.setdefault((key["acceptance"], key["tau"]), {}).setdefault(panel, []).append(value)
+        by_rule.setdefault((key["acceptance"], key["tau"]), {}).setdefault(panel, []).append(speedups[start:stop])
     jobs: list[FigureJob] = []
     for (acceptance, tau), panels in sorted(by_rule.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1.0)):
         rule = column_label(acceptance, tau)
-        arrays = {m: np.asarray(v) for m, v in sorted(panels.items())}
+        arrays = {m: np.concatenate(v) for m, v in sorted(panels.items())}
         path = out_dir / f"speedup-by-model-{slug(rule)}.png"
         drawn = {m: a[a > 0] for m, a in arrays.items() if (a > 0).any()}
         jobs.append(FigureJob(_draw_distribution, (f"{rule}, pooled over benchmarks", drawn), path))
