@@ -42,8 +42,9 @@ def test_jobs_submitted_in_batches_start_the_workers_at_the_threshold_and_come_b
     with figure_pool.FigurePool(workers=2) as pool:
         pool.submit(jobs[:half])
         assert pool._executor is None  # below the threshold: held, no worker yet
-        pool.submit(jobs[half:])
+        pool.submit(jobs[half : half + 2])  # a batch smaller than the threshold, the total past it
         assert pool._executor is not None  # the report's second batch (the typing figures) starts them
+        pool.submit(jobs[half + 2 :])
         assert pool.paths() == [j.path for j in jobs]
     for job in jobs:
         assert job.path.stat().st_size > 0, job.path
