@@ -223,3 +223,72 @@ def test_rows_record_the_sandbox_backend_and_view(tmp_path: Path) -> None:
     backend = select_backend()
     assert {(r["sandbox_backend"], r["sandbox_view"]) for r in ran} == {(backend, view_name(backend))}
     assert all(r["sandbox_view"] is None for r in pairs if r["sandbox_backend"] is None)
+
+
+def test_a_run_compacts_at_its_end_and_a_rerun_finds_every_shard_in_the_manifest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver's end-of-run compaction, through Ray: the study's threshold (256 loose shards) lowered to
+    this grid's size, so the run itself merges every shard (no reader's compaction is involved)."""
+    from analysis.tables import build_tables
+    from jobs import driver
+    from streamgen.results.compaction import loose_shards
+    from streamgen.results.manifest import merged_dir, read_manifest
+
+    grid = grid_config("smoke", [*SMALL, f"results_dir={tmp_path}"])
+    plan = plan_grid(grid)
+    monkeypatch.setattr(driver, "AUTO_COMPACT_SHARDS", len(plan.shards))
+    summary = _run(grid, progress=False)
+    assert summary.shards_done == len(plan.shards) == 6 and not summary.shards_failed  # 2 benchmarks x 3 examples
+    manifest = read_manifest(tmp_path)
+    assert sorted(manifest.shards) == sorted(s.shard_id for s in plan.shards)
+    assert len(manifest.batches) == 1  # one compaction, at the end
+    assert loose_shards(tmp_path, manifest) == []
+    assert rows(tmp_path, "pairs") == [] and rows(tmp_path, "steps") == []  # no per-shard file left
+    merged = [r for f in sorted(merged_dir(tmp_path).glob("pairs-*.parquet")) for r in pq.read_table(f).to_pylist()]
+    expected = sorted((s.shard_id, e) for s in plan.shards for e in s.example_ids)
+    assert sorted((r["shard_id"], r["example_id"]) for r in merged) == expected  # every pair once
+    cells = build_tables(tmp_path, ["cells"], threads=1)["cells"].to_pylist()
+    assert sum(r["n_total"] for r in cells if r["scope"] == "benchmark") == len(expected)
+    rerun = _run(grid, progress=False)
+    assert (rerun.shards_skipped, rerun.shards_done) == (len(plan.shards), 0)
+    assert read_manifest(tmp_path).batches == manifest.batches  # nothing recomputed, nothing merged again
+
+
+def test_a_run_stopped_midway_leaves_at_most_compact_every_loose_shards_and_every_row_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compaction during the run (``COMPACT_EVERY_SHARDS``, lowered from 1,000 to 2): a run stopped after
+    its 5th dispatch has merged what it finished in batches and left at most 2 shards in per-shard files."""
+    from streamgen.results import compaction
+    from streamgen.results.compaction import loose_shards
+    from streamgen.results.manifest import merged_dir, read_manifest
+
+    every = 2
+    monkeypatch.setattr(compaction, "COMPACT_EVERY_SHARDS", every)
+    grid = grid_config("smoke", [*SMALL, f"results_dir={tmp_path}"])
+    plan = plan_grid(grid)
+    dispatched: list[Any] = []
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_the_fifth(actor: Any, unit: Any) -> None:
+        dispatched.append(unit.key)
+        if len(dispatched) == 5:
+            raise Stop
+
+    with pytest.raises(Stop):
+        _run(grid, progress=False, on_dispatch=stop_at_the_fifth)
+    manifest = read_manifest(tmp_path)
+    loose = loose_shards(tmp_path, manifest)
+    assert len(manifest.shards) >= every and len(manifest.batches) == len(manifest.shards) // every  # merged as it ran
+    assert len(loose) < every  # one shard per unit here: fewer than `every` left loose
+    merged = [r for f in sorted(merged_dir(tmp_path).glob("pairs-*.parquet")) for r in pq.read_table(f).to_pylist()]
+    got = sorted((r["shard_id"], r["example_id"]) for r in merged + rows(tmp_path, "pairs"))
+    assert len(got) == len(set(got)) == len(manifest.shards) + len(loose)  # every written row once (1 example a shard)
+    rerun = _run(grid, progress=False)
+    assert rerun.shards_skipped == len(manifest.shards) + len(loose)
+    final = read_manifest(tmp_path)
+    merged = [r for f in sorted(merged_dir(tmp_path).glob("pairs-*.parquet")) for r in pq.read_table(f).to_pylist()]
+    got = sorted((r["shard_id"], r["example_id"]) for r in merged + rows(tmp_path, "pairs"))
+    assert got == sorted((s.shard_id, e) for s in plan.shards for e in s.example_ids)
+    assert len(final.shards) + len(loose_shards(tmp_path, final)) == len(plan.shards)
