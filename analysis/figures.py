@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 import math
 import re
-from dataclasses import replace
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np

@@ -43,8 +43,7 @@ from jobs.tasks import DecodedShard, Placement, ShardTask
 from jobs.unit_sizing import unit_timeouts
 from jobs.writer import ResultWriter
 from streamgen.config import ClusterConfig, GridConfig, cluster_config
-from streamgen.results import results_dir
-from streamgen.results import compaction
+from streamgen.results import compaction, results_dir
 from streamgen.results.compaction import AUTO_COMPACT_SHARDS, compact, loose_shards
 from streamgen.results.records import SCHEMA_VERSION, RunRecord
 from streamgen.results.version import code_version
