@@ -60,7 +60,7 @@ AUTO_COMPACT_SHARDS = 256
 COMPACT_EVERY_SHARDS = 1000
 """A run also compacts while it runs, each time it has written this many shards since the last compaction,
 so a run stopped at any point leaves fewer than this many (plus one unit's) per-shard files: the first
-report after it compacts them in ~20-40 s on the 2-core box (docs/grid.md, 'Compaction'), and the run
+report after it compacts them in ~8 s on the 2-core box (docs/grid.md, 'Compaction'), and the run
 pauses that long about once per this many shards (hours of decoding at the study's size)."""
 STEPS = ("clean", "merged", "verified", "manifest", "removed")
 
