@@ -10,9 +10,10 @@ so each starts in milliseconds and no DuckDB or Arrow thread of the parent is fo
 
 The report's grid figures (the speedup histograms, the waits against typing rate: ~90 of the ~93) are
 laid out by :func:`save_grid`: fixed margins in inches, one legend per figure, PNG at zlib level 1.
-Measured per 6-panel speedup figure (CPU, ~0.44 s idle): ``tight_layout`` was ~35 % of it (it lays out
-every text once more to measure it), the three-entry legend in each panel ~20 %, the PNG's zlib level 6
-~10 %; ``save_grid`` draws the same panels at ~0.2 s (bench/bench_figures.py). Figures whose text sizes
+Measured on 3-panel speedup figures (CPU, 0.44 s each at load ~5): ``tight_layout`` was ~35 % of it (it
+lays out every text once more to measure it), the three-entry legend in each panel ~20 %, the PNG's zlib
+level 6 ~10 %. The study's 93 figures (6 panels each) went from 0.62 to 0.36-0.38 s each at load ~4
+(``bench/bench_figures.py``; docs/analysis.md). Figures whose text sizes
 vary with the data (the τ sweep's outside legend, the training curve) keep :func:`save`
 (``tight_layout``): there are few of them.
 """
