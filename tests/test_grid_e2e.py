@@ -256,37 +256,44 @@ def test_a_run_compacts_at_its_end_and_a_rerun_finds_every_shard_in_the_manifest
 
 def test_a_run_stopped_midway_leaves_at_most_compact_every_loose_shards_and_every_row_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Compaction during the run (``COMPACT_EVERY_SHARDS``, lowered from 1,000 to 2): a run stopped after
-    its 5th dispatch has merged what it finished in batches and left at most 2 shards in per-shard files."""
+    """Compaction during the run (``COMPACT_EVERY_SHARDS``, lowered from 1,000 to 2): a run stopped as its
+    4th shard is about to be written has merged its first 2 as it ran and left the 3rd in per-shard files."""
+    from jobs import driver
     from streamgen.results import compaction
     from streamgen.results.compaction import loose_shards
     from streamgen.results.manifest import merged_dir, read_manifest
 
-    every = 2
+    every, stop_at = 2, 4
     monkeypatch.setattr(compaction, "COMPACT_EVERY_SHARDS", every)
     grid = grid_config("smoke", [*SMALL, f"results_dir={tmp_path}"])
     plan = plan_grid(grid)
-    dispatched: list[Any] = []
+    write = driver.GridRun._finish_shard
+    calls: list[str] = []
 
     class Stop(Exception):
         pass
 
-    def stop_at_the_fifth(actor: Any, unit: Any) -> None:
-        dispatched.append(unit.key)
-        if len(dispatched) == 5:
+    def stop_before_the_fourth(run: Any, task: Any, shard_rows: Any) -> None:
+        calls.append(task.shard.shard_id)
+        if len(calls) == stop_at:  # as a stop signal would, between two shards
             raise Stop
+        write(run, task, shard_rows)
 
+    monkeypatch.setattr(driver.GridRun, "_finish_shard", stop_before_the_fourth)
     with pytest.raises(Stop):
-        _run(grid, progress=False, on_dispatch=stop_at_the_fifth)
+        _run(grid, progress=False)
+    written = stop_at - 1  # one shard per unit here
     manifest = read_manifest(tmp_path)
     loose = loose_shards(tmp_path, manifest)
-    assert len(manifest.shards) >= every and len(manifest.batches) == len(manifest.shards) // every  # merged as it ran
-    assert len(loose) < every  # one shard per unit here: fewer than `every` left loose
+    assert len(manifest.shards) == every * (written // every) and len(manifest.batches) == written // every
+    assert len(loose) == written % every < every  # the bound: fewer than `every` left loose
+    assert set(manifest.shards) | {s.shard_id for s in loose} == set(calls[:written])
     merged = [r for f in sorted(merged_dir(tmp_path).glob("pairs-*.parquet")) for r in pq.read_table(f).to_pylist()]
     got = sorted((r["shard_id"], r["example_id"]) for r in merged + rows(tmp_path, "pairs"))
-    assert len(got) == len(set(got)) == len(manifest.shards) + len(loose)  # every written row once (1 example a shard)
+    assert len(got) == len(set(got)) == written  # every written row once (1 example a shard)
+    monkeypatch.setattr(driver.GridRun, "_finish_shard", write)
     rerun = _run(grid, progress=False)
-    assert rerun.shards_skipped == len(manifest.shards) + len(loose)
+    assert rerun.shards_skipped == written
     final = read_manifest(tmp_path)
     merged = [r for f in sorted(merged_dir(tmp_path).glob("pairs-*.parquet")) for r in pq.read_table(f).to_pylist()]
     got = sorted((r["shard_id"], r["example_id"]) for r in merged + rows(tmp_path, "pairs"))
