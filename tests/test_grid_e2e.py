@@ -48,6 +48,13 @@ def rows(results: Path, table: str) -> list[dict[str, Any]]:
     return [r for f in files for r in pq.read_table(f).to_pylist()]
 
 
+def merged_pairs(results: Path) -> list[dict[str, Any]]:
+    """The pairs rows of every compaction batch (``merged/pairs-<batch>.parquet``)."""
+    from streamgen.results.manifest import merged_dir
+
+    return [r for f in sorted(merged_dir(results).glob("pairs-*.parquet")) for r in pq.read_table(f).to_pylist()]
+
+
 def test_killed_actor_every_shard_exactly_once(tmp_path: Path) -> None:
     grid = grid_config("smoke", [*SMALL, f"results_dir={tmp_path}"])
     dispatches: list[Any] = []
@@ -232,7 +239,7 @@ def test_a_run_compacts_at_its_end_and_a_rerun_finds_every_shard_in_the_manifest
     from analysis.tables import build_tables
     from jobs import driver
     from streamgen.results.compaction import loose_shards
-    from streamgen.results.manifest import merged_dir, read_manifest
+    from streamgen.results.manifest import read_manifest
 
     grid = grid_config("smoke", [*SMALL, f"results_dir={tmp_path}"])
     plan = plan_grid(grid)
@@ -244,7 +251,7 @@ def test_a_run_compacts_at_its_end_and_a_rerun_finds_every_shard_in_the_manifest
     assert len(manifest.batches) == 1  # one compaction, at the end
     assert loose_shards(tmp_path, manifest) == []
     assert rows(tmp_path, "pairs") == [] and rows(tmp_path, "steps") == []  # no per-shard file left
-    merged = [r for f in sorted(merged_dir(tmp_path).glob("pairs-*.parquet")) for r in pq.read_table(f).to_pylist()]
+    merged = merged_pairs(tmp_path)
     expected = sorted((s.shard_id, e) for s in plan.shards for e in s.example_ids)
     assert sorted((r["shard_id"], r["example_id"]) for r in merged) == expected  # every pair once
     cells = build_tables(tmp_path, ["cells"], threads=1)["cells"].to_pylist()
@@ -261,7 +268,7 @@ def test_a_run_stopped_midway_leaves_at_most_compact_every_loose_shards_and_ever
     from jobs import driver
     from streamgen.results import compaction
     from streamgen.results.compaction import loose_shards
-    from streamgen.results.manifest import merged_dir, read_manifest
+    from streamgen.results.manifest import read_manifest
 
     every, stop_at = 2, 4
     monkeypatch.setattr(compaction, "COMPACT_EVERY_SHARDS", every)
@@ -288,14 +295,14 @@ def test_a_run_stopped_midway_leaves_at_most_compact_every_loose_shards_and_ever
     assert len(manifest.shards) == every * (written // every) and len(manifest.batches) == written // every
     assert len(loose) == written % every < every  # the bound: fewer than `every` left loose
     assert set(manifest.shards) | {s.shard_id for s in loose} == set(calls[:written])
-    merged = [r for f in sorted(merged_dir(tmp_path).glob("pairs-*.parquet")) for r in pq.read_table(f).to_pylist()]
+    merged = merged_pairs(tmp_path)
     got = sorted((r["shard_id"], r["example_id"]) for r in merged + rows(tmp_path, "pairs"))
     assert len(got) == len(set(got)) == written  # every written row once (1 example a shard)
     monkeypatch.setattr(driver.GridRun, "_finish_shard", write)
     rerun = _run(grid, progress=False)
     assert rerun.shards_skipped == written
     final = read_manifest(tmp_path)
-    merged = [r for f in sorted(merged_dir(tmp_path).glob("pairs-*.parquet")) for r in pq.read_table(f).to_pylist()]
+    merged = merged_pairs(tmp_path)
     got = sorted((r["shard_id"], r["example_id"]) for r in merged + rows(tmp_path, "pairs"))
     assert got == sorted((s.shard_id, e) for s in plan.shards for e in s.example_ids)
     assert len(final.shards) + len(loose_shards(tmp_path, final)) == len(plan.shards)
