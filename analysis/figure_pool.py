@@ -8,11 +8,14 @@ computed once in the report's process (DuckDB); a worker gets only the few array
 plots, never a connection. Workers fork from a forkserver that has already imported the figure modules,
 so each starts in milliseconds and no DuckDB or Arrow thread of the parent is forked.
 
-A figure costs ~0.85 s of CPU whatever its layout mode: measured per 6-panel figure, ``tight_layout`` then
-``savefig`` 0.85–0.89 s, the tight or constrained layout engine set at construction 0.88–0.97 s, the
-figure built at the dpi it is saved at 0.81–0.91 s (building the axes ~0.17 s, the layout ~0.17 s, the
-drawing and PNG ~0.5 s). So the drawing is kept as it was (the PNGs are pixel for pixel the same) and
-the time is cut by drawing figures side by side.
+The report's grid figures (the speedup histograms, the waits against typing rate: ~90 of the ~93) are
+laid out by :func:`save_grid`: fixed margins in inches, one legend per figure, PNG at zlib level 1.
+Measured on 3-panel speedup figures (CPU, 0.44 s each at load ~5): ``tight_layout`` was ~35 % of it (it
+lays out every text once more to measure it), the three-entry legend in each panel ~20 %, the PNG's zlib
+level 6 ~10 %. The study's 93 figures (6 panels each) went from 0.62 to 0.36-0.38 s each at load ~4
+(``bench/bench_figures.py``; docs/analysis.md). Figures whose text sizes
+vary with the data (the τ sweep's outside legend, the training curve) keep :func:`save`
+(``tight_layout``): there are few of them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import logging
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,12 +59,46 @@ def new_figure(figsize: tuple[float, float]) -> Figure:
 
 def save(fig: Figure, path: Path, rect: tuple[float, float, float, float] | None = None) -> None:
     """``tight_layout`` (within ``rect``) and write the PNG at ``DPI``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     if rect is None:
         fig.tight_layout()
     else:
         fig.tight_layout(rect=rect)
-    fig.savefig(path, dpi=DPI)
+    _write(fig, path)
+
+
+PNG_OPTIONS = {"compress_level": 1}
+"""zlib level 1: the flat-coloured figures compress nearly as well as at the default 6, ~10 % of a figure's time less."""
+
+
+@dataclass(frozen=True)
+class GridMargins:
+    """Margins and gaps of a grid of panels, in inches (so they do not change with the panel count):
+    room for tick labels and axis labels (``left``, ``bottom``, ``wgap``), panel titles and the
+    suptitle (``top``, ``hgap``) and a legend below the panels (``bottom``)."""
+
+    left: float = 0.75
+    right: float = 0.2
+    bottom: float = 0.6
+    top: float = 0.75
+    wgap: float = 0.55
+    hgap: float = 0.95
+
+
+def save_grid(fig: Figure, path: Path, nrows: int, ncols: int, margins: GridMargins) -> None:
+    """Place an ``nrows`` × ``ncols`` grid of panels by fixed ``margins`` (no ``tight_layout``: it lays out
+    every text twice) and write the PNG at ``DPI``."""
+    width, height = fig.get_size_inches()
+    w = (width - margins.left - margins.right - (ncols - 1) * margins.wgap) / ncols
+    h = (height - margins.bottom - margins.top - (nrows - 1) * margins.hgap) / nrows
+    fig.subplots_adjust(left=margins.left / width, right=1 - margins.right / width,
+                        bottom=margins.bottom / height, top=1 - margins.top / height,
+                        wspace=margins.wgap / w, hspace=margins.hgap / h)
+    _write(fig, path)
+
+
+def _write(fig: Figure, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, pil_kwargs=PNG_OPTIONS)
     log.info("wrote %s", path)
 
 
@@ -75,14 +112,45 @@ def _run(job: FigureJob) -> Path:
     return job.path
 
 
+class FigurePool:
+    """Figures drawn while the caller goes on: ``submit`` jobs as their tables are ready (the report submits
+    the speedup figures before it builds the typing tables, so drawing overlaps that SQL and Python), then
+    ``paths()`` waits for all. Workers (``workers``, default one per core) start once ``PARALLEL_FROM``
+    jobs have been submitted; with fewer, ``paths()`` draws them in this process. Use as a context manager
+    (the workers stop on leaving it, also on an error)."""
+
+    def __init__(self, *, workers: int | None = None) -> None:
+        self._workers = workers or cores()
+        self._held: list[FigureJob] = []  # submitted before the pool started
+        self._futures: list[Future[Path]] = []
+        self._executor: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> FigurePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, jobs: Sequence[FigureJob]) -> None:
+        self._held += jobs
+        if self._executor is None and self._workers > 1 and len(self._held) >= PARALLEL_FROM:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(_PRELOAD)
+            self._executor = ProcessPoolExecutor(self._workers, mp_context=context)
+        if self._executor is not None:
+            self._futures += [self._executor.submit(_run, job) for job in self._held]
+            self._held = []
+
+    def paths(self) -> list[Path]:
+        """Every submitted figure drawn; their paths in the order submitted."""
+        drawn = [future.result() for future in self._futures]
+        return drawn + [_run(job) for job in self._held]
+
+
 def draw_all(jobs: Sequence[FigureJob], *, workers: int | None = None) -> list[Path]:
     """Draw every job (in a pool of ``workers`` processes, default one per core, when there are at least
     ``PARALLEL_FROM`` jobs); returns the paths in the jobs' order."""
-    n = min(workers or cores(), len(jobs))
-    if n <= 1 or len(jobs) < PARALLEL_FROM:
-        return [_run(job) for job in jobs]
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(_PRELOAD)
-    chunk = max(1, len(jobs) // (n * 4))
-    with ProcessPoolExecutor(n, mp_context=context) as pool:
-        return list(pool.map(_run, jobs, chunksize=chunk))
+    with FigurePool(workers=workers) as pool:
+        pool.submit(jobs)
+        return pool.paths()

@@ -17,6 +17,7 @@ import logging
 import math
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from matplotlib.ticker import NullLocator
 
-from analysis.figure_pool import FigureJob, new_figure, save
+from analysis.figure_pool import FigureJob, GridMargins, new_figure, save, save_grid
 from analysis.render import setting_label
 from analysis.sql_template import KEYS
 from streamgen.acceptance_rules import column_label
@@ -96,25 +97,30 @@ def model_distributions(per_example: pa.Table, out_dir: Path) -> list[FigureJob]
     """Paper Figure 2: one PNG per acceptance setting, one panel per model (with its variant, verifier
     mode and settings tag), each panel the per-example speedups pooled over all its benchmarks."""
     speedups = per_example["speedup_forwards"].to_numpy(zero_copy_only=False).astype(float)
-    keys = per_example.select(list(SETTING)).to_pylist()
-    by_rule: dict[tuple, dict[str, list[float]]] = {}
-    for key, value in zip(keys, speedups, strict=True):
+    by_rule: dict[tuple, dict[str, list[np.ndarray]]] = {}
+    for key, start, stop in _runs(per_example, SETTING):  # per run of a setting, not per row (~5·10^5 rows at full size)
         panel = setting_label(key, with_rule=False)
-        by_rule.setdefault((key["acceptance"], key["tau"]), {}).setdefault(panel, []).append(value)
+        by_rule.setdefault((key["acceptance"], key["tau"]), {}).setdefault(panel, []).append(speedups[start:stop])
     jobs: list[FigureJob] = []
     for (acceptance, tau), panels in sorted(by_rule.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1.0)):
         rule = column_label(acceptance, tau)
-        arrays = {m: np.asarray(v) for m, v in sorted(panels.items())}
+        arrays = {m: np.concatenate(v) for m, v in sorted(panels.items())}
         path = out_dir / f"speedup-by-model-{slug(rule)}.png"
         drawn = {m: a[a > 0] for m, a in arrays.items() if (a > 0).any()}
         jobs.append(FigureJob(_draw_distribution, (f"{rule}, pooled over benchmarks", drawn), path))
     return jobs
 
 
+_DISTRIBUTION = GridMargins(bottom=0.9, top=0.85, hgap=1.1)  # a legend below, two-line panel titles
+
+
 def _draw_distribution(label: str, by_bench: dict[str, np.ndarray], path: Path) -> None:
+    """One panel per benchmark; the median and mean values in each panel's title, the line key once below
+    the panels (a legend per panel cost ~20 % of the figure)."""
     ncols = min(3, len(by_bench))
     nrows = math.ceil(len(by_bench) / ncols)
-    fig = new_figure((4.2 * ncols, 3.0 * nrows))
+    narrow = ncols == 1  # the suptitle takes two lines on one panel's width
+    fig = new_figure((4.2 * ncols, 3.0 * nrows + 0.5 + 0.2 * narrow))
     axes = fig.subplots(nrows, ncols, squeeze=False)
     everything = np.concatenate(list(by_bench.values()))
     lo, hi = min(everything.min(), 0.5) * 0.9, max(everything.max(), 2.0) * 1.1
@@ -126,25 +132,18 @@ def _draw_distribution(label: str, by_bench: dict[str, np.ndarray], path: Path) 
         ax.set_xscale("log")
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])  # labelled speedups, no unlabelled minor ticks
         ax.xaxis.set_minor_locator(NullLocator())
+        median, mean = float(np.median(values)), float(values.mean())
         ax.axvline(1.0, color="grey", linestyle=":", linewidth=1.2, label="1×")
-        ax.axvline(
-            float(np.median(values)), color="#c44e52", linewidth=1.6, label=f"median {np.median(values):.2f}×"
-        )
-        ax.axvline(
-            float(values.mean()),
-            color="#dd8452",
-            linestyle="--",
-            linewidth=1.6,
-            label=f"mean {values.mean():.2f}×",
-        )
-        ax.set_title(f"{bench} (n={values.size})", fontsize=10)
+        ax.axvline(median, color="#c44e52", linewidth=1.6, label="median")
+        ax.axvline(mean, color="#dd8452", linestyle="--", linewidth=1.6, label="mean")
+        ax.set_title(f"{bench} (n={values.size})\nmedian {median:.2f}×, mean {mean:.2f}×", fontsize=9)
         ax.set_xlabel("residual speedup, forwards (×)")
-        ax.legend(fontsize=7, loc="upper right")
     for ax in list(axes.flat)[len(by_bench) :]:
         ax.set_visible(False)
     axes[0][0].set_ylabel("requests")
-    fig.suptitle(f"Per-example residual speedup — {label}", fontsize=11)
-    save(fig, path)
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8)
+    fig.suptitle(f"Per-example residual speedup{chr(10) if narrow else ' '}— {label}", fontsize=11)
+    save_grid(fig, path, nrows, ncols, replace(_DISTRIBUTION, top=_DISTRIBUTION.top + 0.2 * narrow))
 
 
 def tau_sweeps(tau_sweep: pa.Table, out_dir: Path) -> list[FigureJob]:

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from analysis import figures, timing_figures
-from analysis.figure_pool import draw_all
+from analysis.figure_pool import FigurePool
 from analysis.population import LoggedTypists, build_population, population_section
 from analysis.render import markdown
 from analysis.report_sections import main_tables, sections
@@ -91,28 +91,29 @@ def write_report(
     root = Path(results_dir)
     out = Path(out_dir) if out_dir else root / "report"
     out.mkdir(parents=True, exist_ok=True)
-    tables = build_tables(root, [*TABLES, "per_example"], threads=threads, latest=latest)
-    compare = compare_tables(root, compare_dir, threads=threads) if compare_dir else None
-    csvs = [_write_csv(tables[name], out / f"{name}.csv") for name in TABLES]
-    typing = build_typing(root, typing_config, threads=threads, latest=latest)
-    csvs += [_write_csv(typing.summary, out / "typing.csv"), _write_csv(typing.cost_models, out / "cost_models.csv")]
-    logged = LoggedTypists.read(keylog) if keylog is not None else None
-    people_cfg = typing_config or TypingConfig()
-    people = build_population(root, people_cfg, threads=threads, logged=logged, latest=latest) \
-        if people_cfg.populations or logged is not None else None
-    if people is not None:
-        csvs.append(_write_csv(people.summary, out / "population.csv"))
-    if compare is not None:
-        csvs.append(_write_csv(compare, out / "compare.csv"))
-    figs: list[Path] = []
-    if with_figures:
-        jobs = figures.speedup_distributions(tables["per_example"], out)
-        jobs += figures.model_distributions(tables["per_example"], out)
-        jobs += figures.tau_sweeps(tables["tau_sweep"], out)
-        jobs += timing_figures.wait_against_rate(typing.summary, out)
+    with FigurePool() as pool:  # figures are drawn while the later tables are built
+        tables = build_tables(root, [*TABLES, "per_example"], threads=threads, latest=latest)
+        if with_figures:
+            pool.submit(figures.speedup_distributions(tables["per_example"], out)
+                        + figures.model_distributions(tables["per_example"], out)
+                        + figures.tau_sweeps(tables["tau_sweep"], out))
+        compare = compare_tables(root, compare_dir, threads=threads) if compare_dir else None
+        csvs = [_write_csv(tables[name], out / f"{name}.csv") for name in TABLES]
+        typing = build_typing(root, typing_config, threads=threads, latest=latest)
+        csvs += [_write_csv(typing.summary, out / "typing.csv"), _write_csv(typing.cost_models, out / "cost_models.csv")]
+        logged = LoggedTypists.read(keylog) if keylog is not None else None
+        people_cfg = typing_config or TypingConfig()
+        people = build_population(root, people_cfg, threads=threads, logged=logged, latest=latest) \
+            if people_cfg.populations or logged is not None else None
         if people is not None:
-            jobs += timing_figures.population_wait_cdfs(people.examples, out)
-        figs = draw_all(jobs)  # a process per core: ~93 figures at the study's size
+            csvs.append(_write_csv(people.summary, out / "population.csv"))
+        if compare is not None:
+            csvs.append(_write_csv(compare, out / "compare.csv"))
+        if with_figures:
+            pool.submit(timing_figures.wait_against_rate(typing.summary, out))
+            if people is not None:
+                pool.submit(timing_figures.population_wait_cdfs(people.examples, out))
+        figs = pool.paths()  # ~93 figures at the study's size, a process per core
     body = [
         f"# streamgen report — `{root}`\n",
         *sections(tables, compare, Path(compare_dir) if compare_dir else None),

@@ -6,6 +6,7 @@ Drawn on ``matplotlib.figure.Figure`` with the Agg canvas (no pyplot state), lik
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from matplotlib.axes import Axes
 
-from analysis.figure_pool import FigureJob, new_figure, save
+from analysis.figure_pool import FigureJob, GridMargins, new_figure, save, save_grid
 from analysis.figures import slug
 from analysis.render import setting_label
 
@@ -51,7 +52,11 @@ def _draw_wait(label: str, sub: list[dict], path: Path) -> None:
             handles.setdefault(lab, h)
     fig.suptitle(f"Wait after the last keystroke — {label}")
     fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(4, len(handles)), fontsize=8)
-    save(fig, path, rect=(0, 0.12 if nrows == 1 else 0.06, 1, 1))
+    legend_rows = -(-len(handles) // min(4, len(handles))) if handles else 0
+    save_grid(fig, path, nrows, ncols, replace(_WAIT, bottom=_WAIT.bottom + 0.2 * legend_rows))
+
+
+_WAIT = GridMargins(wgap=0.8, hgap=0.75, top=0.65)  # every panel has its y label; one-line titles
 
 
 def _panel(ax: Axes, rows: list[dict], bench: str) -> None:

@@ -11,10 +11,11 @@ cells and example ids; the weights need not be present) written shard by shard a
 ``jobs.writer.ResultWriter``'s paths, in the record schemas, steps then pairs, each atomically (as
 ``write_shard`` does, without its round trip through record objects and without fsync), with synthetic numbers (``tests/synthetic.py``, ~8 steps per pair) under each
 shard's real identity columns (``jobs.rows.RowContext``). ``--dir`` is built once and reused (its
-``bench-spec.txt`` says for how many shards); the after-readers compact it, so ``--before`` needs a fresh
-``--dir`` (the script rebuilds it when it finds it compacted). Each reader runs as its own process under
-``/usr/bin/time``; peak RSS is that process's. ``--before DIR``: a checkout of the code before issue 51
-(``git worktree add DIR <commit>``), its readers run first on the per-shard files.
+``bench-spec.txt`` says for how many shards); the after-readers compact it, so a ``--before`` checkout from
+before compaction needs a fresh ``--dir`` (the script rebuilds it when it finds it compacted; a checkout
+that compacts reads the compacted directory). Each reader runs as its own process under
+``/usr/bin/time``; peak RSS is that process's. ``--before DIR``: another checkout of the code
+(``git worktree add DIR <commit>``), its readers run first.
 """
 
 from __future__ import annotations
@@ -104,6 +105,11 @@ def _run(n: int) -> RunRecord:
     return replace(run_record(RUN_ID), grid="full", shards_total=n, shards_done=n)
 
 
+def _compacts(code: Path) -> bool:
+    """Whether a checkout's readers compact (and so read a compacted directory as they would a run's)."""
+    return (code / "streamgen" / "results" / "compaction.py").exists()
+
+
 def commands(code: Path, root: Path, out: Path) -> dict[str, list[str]]:
     report = [sys.executable, "-m", "analysis.report", str(root), "--out", str(out / "report")]
     probe = ("import sys; from analysis.{m} import {f}; r = {f}({a}); print(len(r) if hasattr(r, '__len__') else r)")
@@ -148,8 +154,8 @@ def main() -> int:
     args = parser.parse_args()
     root, wanted = args.dir.resolve(), args.readers.split(",")
     spec = root / SPEC
-    if spec.exists() and (root / "merged").exists() and args.before:
-        shutil.rmtree(root)
+    if spec.exists() and (root / "merged").exists() and args.before and not _compacts(args.before):
+        shutil.rmtree(root)  # the code before compaction must read per-shard files, as it found them
     if not spec.exists():  # (a build cut short resumes: the shards it wrote are kept)
         t0 = time.perf_counter()
         n = build(root, args.shards)

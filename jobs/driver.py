@@ -43,8 +43,8 @@ from jobs.tasks import DecodedShard, Placement, ShardTask
 from jobs.unit_sizing import unit_timeouts
 from jobs.writer import ResultWriter
 from streamgen.config import ClusterConfig, GridConfig, cluster_config
-from streamgen.results import results_dir
-from streamgen.results.compaction import AUTO_COMPACT_SHARDS, compact
+from streamgen.results import compaction, results_dir
+from streamgen.results.compaction import AUTO_COMPACT_SHARDS, compact, loose_shards
 from streamgen.results.records import SCHEMA_VERSION, RunRecord
 from streamgen.results.version import code_version
 
@@ -79,6 +79,7 @@ def _run_locked(plan: GridPlan, lock: results_dir.ResultsLock, stops: stop_signa
             log.info("removed %d temporary files left by an interrupted run", removed)
         compact(lock, drop_damaged=True, min_shards=AUTO_COMPACT_SHARDS)  # a killed run's shards: resume then reads one manifest, not 10^4 files
         todo = [s for s in plan.shards if not writer.is_done(s)]
+        loose = len(loose_shards(lock.root, writer.manifest))  # fewer than AUTO_COMPACT_SHARDS
         spool_folder = prepare_spool(grid.results_dir, {s.shard_id for s in plan.shards} - {s.shard_id for s in todo})
     summary = GridSummary(lock.holder.run_id, Path(grid.results_dir), len(plan.shards), len(plan.shards) - len(todo))
     summary.timings.plan_s = time.perf_counter() - start
@@ -96,7 +97,7 @@ def _run_locked(plan: GridPlan, lock: results_dir.ResultsLock, stops: stop_signa
         stops.install()  # ray.init put its own SIGTERM handlers in place of ours
         summary.timings.ray_start_s = time.perf_counter() - t0
         run = GridRun(plan, todo, summary, bar, use_gpu=_cluster_gpus() >= 1, stops=stops, spool_dir=spool_folder,
-                      rehearsal=rehearsal)
+                      rehearsal=rehearsal, lock=lock, loose=loose)
         writer.write_run(run.run_record("running"))
         if todo:
             _schedule(run, grid, on_dispatch)
@@ -249,7 +250,7 @@ class GridRun:
 
     def __init__(self, plan: GridPlan, todo: list[Shard], summary: GridSummary, progress: GridProgress,
                  use_gpu: bool, stops: stop_signals.StopSignals | None = None, spool_dir: Path | None = None,
-                 rehearsal: bool = False) -> None:
+                 rehearsal: bool = False, lock: results_dir.ResultsLock | None = None, loose: int = 0) -> None:
         self.plan, self.todo, self.summary, self.progress = plan, todo, summary, progress
         self.spool_dir = spool_dir  # where actors keep each unit's finished examples (None: not kept)
         self.rehearsal = rehearsal  # actors on GPUs without CUDA run on CPU (jobs.actors.pick_device)
@@ -258,6 +259,8 @@ class GridRun:
         self.max_errors = plan.grid.max_error_fraction * sum(len(s) for s in todo)
         self.started_at = _now()
         self._nodes: list[dict[str, Any]] | None = None
+        self.lock = lock  # held: the run compacts as it goes (None: it does not, e.g. a bench's own loop)
+        self.loose = loose  # shards in per-shard files, not yet in the manifest
 
     def units(self) -> list[WorkUnit]:
         """The shards to run as work units (``jobs.shared_work``); a unit's payload is its shards' tasks,
@@ -297,6 +300,19 @@ class GridRun:
             self._finish_shard(task, rows)
         if self.spool_dir is not None:
             spool.remove(self.summary.results_dir, unit.key)
+        self.loose += len(unit.payload)
+        if self.lock is not None and self.loose >= compaction.COMPACT_EVERY_SHARDS:
+            self._compact(self.lock)
+
+    def _compact(self, lock: results_dir.ResultsLock) -> None:
+        """Merge the loose shards now (a stop signal during it leaves a state the next run's start cleans up:
+        ``streamgen.results.compaction``), so a run stopped later leaves few per-shard files."""
+        t0 = time.perf_counter()
+        with results_dir.named_io_errors(lock.root, "compacting the result files in"):
+            done = compact(lock)
+        self.writer.reload()
+        self.loose = 0
+        log.info("compacted %d shards during the run in %.1f s", done.shards, time.perf_counter() - t0)
 
     def _finish_shard(self, task: ShardTask, rows: ShardRows) -> None:
         if rows.sandbox_errors:

@@ -97,15 +97,15 @@ class GridPlan:
 def cell_problems(grid: GridConfig, models: dict[str, ModelConfig], benches: dict[str, BenchmarkConfig]) -> list[str]:
     """What would stop a model decoding a (benchmark, answer budget) cell: its family's own check (e.g.
     a diffusion buffer the official sampler cannot cut into blocks of that length)."""
-    from streamgen.models.registry import FAMILIES
+    from streamgen.decoding.cell_checks import CELL_CHECKS  # the families' checks, without torch
 
     p: list[str] = []
     for cfg in models.values():
-        family = FAMILIES.get(cfg.family)
+        check = CELL_CHECKS.get(cfg.family)
         for name, bench in benches.items():
             budget = grid.max_new_tokens if grid.max_new_tokens is not None else bench.max_new_tokens
-            if family is not None:
-                p.extend(x for x in family.cell_problems(cfg, int(budget), name) if x not in p)
+            if check is not None:
+                p.extend(x for x in check(cfg, int(budget), name) if x not in p)
     return p
 
 

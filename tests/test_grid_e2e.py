@@ -48,6 +48,13 @@ def rows(results: Path, table: str) -> list[dict[str, Any]]:
     return [r for f in files for r in pq.read_table(f).to_pylist()]
 
 
+def merged_pairs(results: Path) -> list[dict[str, Any]]:
+    """The pairs rows of every compaction batch (``merged/pairs-<batch>.parquet``)."""
+    from streamgen.results.manifest import merged_dir
+
+    return [r for f in sorted(merged_dir(results).glob("pairs-*.parquet")) for r in pq.read_table(f).to_pylist()]
+
+
 def test_killed_actor_every_shard_exactly_once(tmp_path: Path) -> None:
     grid = grid_config("smoke", [*SMALL, f"results_dir={tmp_path}"])
     dispatches: list[Any] = []
@@ -223,3 +230,79 @@ def test_rows_record_the_sandbox_backend_and_view(tmp_path: Path) -> None:
     backend = select_backend()
     assert {(r["sandbox_backend"], r["sandbox_view"]) for r in ran} == {(backend, view_name(backend))}
     assert all(r["sandbox_view"] is None for r in pairs if r["sandbox_backend"] is None)
+
+
+def test_a_run_compacts_at_its_end_and_a_rerun_finds_every_shard_in_the_manifest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver's end-of-run compaction, through Ray: the study's threshold (256 loose shards) lowered to
+    this grid's size, so the run itself merges every shard (no reader's compaction is involved)."""
+    from analysis.tables import build_tables
+    from jobs import driver
+    from streamgen.results.compaction import loose_shards
+    from streamgen.results.manifest import read_manifest
+
+    grid = grid_config("smoke", [*SMALL, f"results_dir={tmp_path}"])
+    plan = plan_grid(grid)
+    monkeypatch.setattr(driver, "AUTO_COMPACT_SHARDS", len(plan.shards))
+    summary = _run(grid, progress=False)
+    assert summary.shards_done == len(plan.shards) == 6 and not summary.shards_failed  # 2 benchmarks x 3 examples
+    manifest = read_manifest(tmp_path)
+    assert sorted(manifest.shards) == sorted(s.shard_id for s in plan.shards)
+    assert len(manifest.batches) == 1  # one compaction, at the end
+    assert loose_shards(tmp_path, manifest) == []
+    assert rows(tmp_path, "pairs") == [] and rows(tmp_path, "steps") == []  # no per-shard file left
+    merged = merged_pairs(tmp_path)
+    expected = sorted((s.shard_id, e) for s in plan.shards for e in s.example_ids)
+    assert sorted((r["shard_id"], r["example_id"]) for r in merged) == expected  # every pair once
+    cells = build_tables(tmp_path, ["cells"], threads=1)["cells"].to_pylist()
+    assert sum(r["n_total"] for r in cells if r["scope"] == "benchmark") == len(expected)
+    rerun = _run(grid, progress=False)
+    assert (rerun.shards_skipped, rerun.shards_done) == (len(plan.shards), 0)
+    assert read_manifest(tmp_path).batches == manifest.batches  # nothing recomputed, nothing merged again
+
+
+def test_a_run_stopped_midway_leaves_at_most_compact_every_loose_shards_and_every_row_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compaction during the run (``COMPACT_EVERY_SHARDS``, lowered from 1,000 to 2): a run stopped as its
+    4th shard is about to be written has merged its first 2 as it ran and left the 3rd in per-shard files."""
+    from jobs import driver
+    from streamgen.results import compaction
+    from streamgen.results.compaction import loose_shards
+    from streamgen.results.manifest import read_manifest
+
+    every, stop_at = 2, 4
+    monkeypatch.setattr(compaction, "COMPACT_EVERY_SHARDS", every)
+    grid = grid_config("smoke", [*SMALL, f"results_dir={tmp_path}"])
+    plan = plan_grid(grid)
+    write = driver.GridRun._finish_shard
+    calls: list[str] = []
+
+    class Stop(Exception):
+        pass
+
+    def stop_before_the_fourth(run: Any, task: Any, shard_rows: Any) -> None:
+        calls.append(task.shard.shard_id)
+        if len(calls) == stop_at:  # as a stop signal would, between two shards
+            raise Stop
+        write(run, task, shard_rows)
+
+    monkeypatch.setattr(driver.GridRun, "_finish_shard", stop_before_the_fourth)
+    with pytest.raises(Stop):
+        _run(grid, progress=False)
+    written = stop_at - 1  # one shard per unit here
+    manifest = read_manifest(tmp_path)
+    loose = loose_shards(tmp_path, manifest)
+    assert len(manifest.shards) == every * (written // every) and len(manifest.batches) == written // every
+    assert len(loose) == written % every < every  # the bound: fewer than `every` left loose
+    assert set(manifest.shards) | {s.shard_id for s in loose} == set(calls[:written])
+    merged = merged_pairs(tmp_path)
+    got = sorted((r["shard_id"], r["example_id"]) for r in merged + rows(tmp_path, "pairs"))
+    assert len(got) == len(set(got)) == written  # every written row once (1 example a shard)
+    monkeypatch.setattr(driver.GridRun, "_finish_shard", write)
+    rerun = _run(grid, progress=False)
+    assert rerun.shards_skipped == written
+    final = read_manifest(tmp_path)
+    merged = merged_pairs(tmp_path)
+    got = sorted((r["shard_id"], r["example_id"]) for r in merged + rows(tmp_path, "pairs"))
+    assert got == sorted((s.shard_id, e) for s in plan.shards for e in s.example_ids)
+    assert len(final.shards) + len(loose_shards(tmp_path, final)) == len(plan.shards)

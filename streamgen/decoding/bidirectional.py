@@ -52,6 +52,7 @@ from streamgen.decoding.bidir_sampler import (
     refill_steps,
     with_benchmark,
 )
+from streamgen.decoding.bidir_settings import check
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.memo import Decoded, DecodeMemo
@@ -424,14 +425,6 @@ def build_decoder(cfg: ModelConfig, model: Any, tokenizer: Any, device: str,
                                 max_new_tokens=max_new_tokens, device=device, text=text)
 
 
-def check(cfg: ModelConfig, max_new_tokens: int, benchmark: str) -> list[str]:
-    """What would stop ``cfg`` decoding a (benchmark, budget) cell, found before a grid starts."""
-    try:
-        settings = with_benchmark(bidir_settings_from(dict(cfg.decoding)), benchmark)
-        geometry(settings, max_new_tokens, where=f"model {cfg.name} on {benchmark} (budget {max_new_tokens})")
-    except ConfigError as exc:
-        return list(exc.problems)
-    return []
 
 
 FAMILY = FamilyPlugin("bidirectional", build_decoder, load_weights, check)

@@ -57,6 +57,11 @@ READ_THREADS = 4  # pyarrow releases the GIL while it reads; beyond 4 the Python
 CHUNK_SHARDS = 2000  # shards per row group: ~8k pairs and ~60k steps rows held at once
 AUTO_COMPACT_SHARDS = 256
 """A run, or a reader finding no run holding the directory, compacts from this many loose shards."""
+COMPACT_EVERY_SHARDS = 1000
+"""A run also compacts while it runs, each time it has written this many shards since the last compaction,
+so a run stopped at any point leaves fewer than this many (plus one unit's) per-shard files: the first
+report after it compacts them in ~8 s on the 2-core box (docs/grid.md, 'Compaction'), and the run
+pauses that long about once per this many shards (hours of decoding at the study's size)."""
 STEPS = ("clean", "merged", "verified", "manifest", "removed")
 
 
