@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from jobs.shards import Shard
 from jobs.shared_work import group_shards
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, ModelConfig, cluster_config
+from streamgen.sizing.calibration import Fit
 from streamgen.sizing.devices import DEVICES, Device, device_from_file, forward_seconds
 from streamgen.sizing.forward_counts import Decode, Forwards, decode_rule, total_forwards
 from streamgen.sizing.parameters import ModelSize, model_size
@@ -136,7 +137,10 @@ def _prefix_chars(example: Any, segments: Sequence[str], model: ModelConfig) -> 
     return out
 
 
-def _seconds(work: Sequence[Forwards], size: ModelSize, device: Device, dtype: str) -> float:
+def _seconds(work: Sequence[Forwards], size: ModelSize, device: Device, dtype: str, fit: Fit | None = None) -> float:
+    """Seconds of ``work``: the measured fit's where the model is calibrated, else the roofline's."""
+    if fit is not None:
+        return sum(f.count * fit.seconds(f.tokens) for f in work if f.count)
     return sum(f.count * forward_seconds(device, params=size.parameters, tokens=f.tokens, layers=size.layers,
                                          dtype=dtype) for f in work if f.count)
 
@@ -144,7 +148,7 @@ def _seconds(work: Sequence[Forwards], size: ModelSize, device: Device, dtype: s
 def example_cost(model: ModelConfig, benchmark: str, budget: int, example: Any, segments: Sequence[str],
                  cells: int, device: Device, size: ModelSize, answer_tokens: float | None = None,
                  kept: Sequence[float] | None = None, *, modes: Sequence[str | None] | None = None,
-                 share: bool = True, forked: bool = False) -> ExampleCost:
+                 share: bool = True, forked: bool = False, fit: Fit | None = None) -> ExampleCost:
     """One example's forwards and seconds in a unit of ``cells`` cells, each distinct computation once.
 
     ``kept``: per cell, the share of each later stream step's draft that is kept (its leading run, rounded
@@ -154,7 +158,8 @@ def example_cost(model: ModelConfig, benchmark: str, budget: int, example: Any, 
     the stated worst case of cells that keep different runs), and a LLaDA/Dream step that keeps nothing
     pays its verify forward and, once per request prefix, the base decode of that prefix (the last
     prefix's is the base run). Without ``share`` every cell pays everything. ``per_cell_forwards``: the
-    first path's steps 2..n."""
+    first path's steps 2..n. ``fit``: the model's calibration (``streamgen.sizing.calibration``): its
+    measured seconds per forward replace the roofline's."""
     rule = decode_rule(model, benchmark, budget)
     answer = max(1, round(answer_tokens if answer_tokens is not None else ANSWER_FRACTION * budget))
     prompts = [prompt_tokens(c) for c in _prefix_chars(example, segments, model)]
@@ -176,9 +181,9 @@ def example_cost(model: ModelConfig, benchmark: str, budget: int, example: Any, 
                 decoded.add(k)
             work[path] += step
     once = 1 if share else cells
-    per_path = {p: (total_forwards(w), _seconds(w, size, device, model.dtype)) for p, w in work.items()}
+    per_path = {p: (total_forwards(w), _seconds(w, size, device, model.dtype, fit)) for p, w in work.items()}
     return ExampleCost(once * total_forwards(shared) + sum(f for f, _ in per_path.values()),
-                       once * _seconds(shared, size, device, model.dtype) + sum(t for _, t in per_path.values()),
+                       once * _seconds(shared, size, device, model.dtype, fit) + sum(t for _, t in per_path.values()),
                        total_forwards(shared), per_path[paths[0]][0])
 
 
@@ -192,8 +197,10 @@ def unit_seconds(plan: PlanLike, device: Device, *, answer_lengths: Mapping[tupl
 
 def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], float],
            kept: Callable[[Any], float] | None = None, *, share: bool | None = None,
-           forked: bool = False) -> dict[str, tuple[float, int, tuple[Shard, ...], int]]:
+           forked: bool = False, calibration: Mapping[str, Fit] | None = None
+           ) -> dict[str, tuple[float, int, tuple[Shard, ...], int]]:
     """Per unit (by its first shard id): seconds, forwards, its shards, examples decoded."""
+    fits = calibration or {}
     sizes = {name: model_size(cfg) for name, cfg in plan.models.items()}
     out: dict[str, tuple[float, int, tuple[Shard, ...], int]] = {}
     for unit in group_shards(plan.shards, share=plan.grid.share_work):
@@ -211,7 +218,8 @@ def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], flo
                                 answers.get((cell.model.row_model, bench)),
                                 [kept(s.cell) for s in unit] if kept is not None else None,
                                 modes=[s.cell.verifier_mode for s in unit],
-                                share=plan.grid.share_work if share is None else share, forked=forked)
+                                share=plan.grid.share_work if share is None else share, forked=forked,
+                                fit=fits.get(first.model_name))
             seconds, forwards, n = seconds + cost.seconds, forwards + cost.forwards, n + 1
         out[first.shard_id] = (seconds, forwards, unit, n)
     return out
@@ -220,14 +228,15 @@ def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], flo
 def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
                   answer_lengths: Mapping[tuple[str, str], float] | None = None,
                   kept: Callable[[Any], float] | None = None, share: bool | None = None,
-                  forked: bool = False) -> Estimate:
+                  forked: bool = False, calibration: Mapping[str, Fit] | None = None) -> Estimate:
     """The plan's estimate per (model, benchmark) and in total on ``workers`` actors of ``device``.
 
     ``kept``: a cell → the share of each later stream step's draft kept (default nothing: the bound
     the dry run prints; ``bench/bench_estimate_refill.py`` sets it to read what keeping saves).
     ``share``: count shared work once (default the grid's ``share_work``; False: every cell alone);
-    ``forked``: every cell on a path of its own from step 2 (cells that keep different runs)."""
-    units = _units(plan, device, answer_lengths or {}, kept, share=share, forked=forked)
+    ``forked``: every cell on a path of its own from step 2 (cells that keep different runs).
+    ``calibration``: model name → measured fit (``--calibrate``); those models' seconds are measured ones."""
+    units = _units(plan, device, answer_lengths or {}, kept, share=share, forked=forked, calibration=calibration)
     acc: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
     ids: dict[tuple[str, str], set[str]] = defaultdict(set)
     for seconds, forwards, unit, _ in units.values():
