@@ -39,8 +39,8 @@ from streamgen.sizing.devices import DEVICES, Device, device_from_file, forward_
 from streamgen.sizing.forward_counts import Decode, Forwards, decode_rule, total_forwards
 from streamgen.sizing.parameters import ModelSize, model_size
 
-__all__ = ["ANSWER_FRACTION", "CHARS_PER_TOKEN", "Estimate", "ExampleCost", "estimate_plan", "example_cost",
-           "grid_device", "model_parameters", "unit_seconds", "workers_on"]
+__all__ = ["ANSWER_FRACTION", "CHARS_PER_TOKEN", "Estimate", "ExampleCost", "WarmupLine", "estimate_plan",
+           "example_cost", "grid_device", "model_parameters", "unit_seconds", "warmup_lines", "workers_on"]
 
 CHARS_PER_TOKEN = 4.0  # assumption: English prose and code average about 4 characters per BPE token
 TEMPLATE_TOKENS = 16  # assumption: chat-template tokens around the request
@@ -90,16 +90,42 @@ class Line:
 
 
 @dataclass(frozen=True)
+class WarmupLine:
+    """The untimed warm-up pair (``streamgen.warmup``) of one model: once per actor that loads it."""
+
+    model: str
+    actors: int  # actors that will load the model: min(workers, its units)
+    forwards: int  # one actor's warm-up pair
+    seconds: float  # one actor's warm-up pair
+    benchmark: str  # the cell priced (the model's costliest: an actor warms up on whichever unit it starts with)
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.actors * self.seconds / 3600
+
+
+@dataclass(frozen=True)
 class Estimate:
     device: Device
     lines: tuple[Line, ...]
     unit_s: Mapping[str, float]  # work unit key (its first shard id) → seconds
     workers: int
     unknown: tuple[str, ...]  # models with no parameter count: not estimated
+    warmups: tuple[WarmupLine, ...] = ()
 
     @property
     def gpu_hours(self) -> float:
+        """Decoding: the work units' GPU-hours (what rows measure; the warm-up is outside every unit)."""
         return sum(x.gpu_hours for x in self.lines)
+
+    @property
+    def warmup_hours(self) -> float:
+        return sum(x.gpu_hours for x in self.warmups)
+
+    @property
+    def total_hours(self) -> float:
+        """Decoding and the actors' warm-up pairs: what the allocation spends on forwards."""
+        return self.gpu_hours + self.warmup_hours
 
     @property
     def wall_h(self) -> float:
@@ -142,7 +168,8 @@ def _seconds(work: Sequence[Forwards], size: ModelSize, device: Device, dtype: s
     if fit is not None:
         return sum(f.count * fit.seconds(f.tokens) for f in work if f.count)
     return sum(f.count * forward_seconds(device, params=size.parameters, tokens=f.tokens, layers=size.layers,
-                                         dtype=dtype) for f in work if f.count)
+                                         dtype=dtype, active=size.active, experts=size.experts, top_k=size.top_k)
+               for f in work if f.count)
 
 
 def example_cost(model: ModelConfig, benchmark: str, budget: int, example: Any, segments: Sequence[str],
@@ -246,7 +273,34 @@ def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
         a[0], a[1], a[2], a[3] = a[0] + 1, a[1] + forwards, a[2] + seconds, max(a[3], seconds)
     lines = tuple(Line(m, b, len(ids[(m, b)]), int(a[0]), int(a[1]), a[2] / 3600, a[3]) for (m, b), a in acc.items())
     unknown = tuple(sorted(name for name, cfg in plan.models.items() if model_size(cfg) is None))
-    return Estimate(device, lines, {k: v[0] for k, v in units.items()}, workers, unknown)
+    warm = warmup_lines(plan, device, workers, [v[2] for v in units.values()], calibration) if plan.grid.warm_up else ()
+    return Estimate(device, lines, {k: v[0] for k, v in units.items()}, workers, unknown, warm)
+
+
+def warmup_lines(plan: PlanLike, device: Device, workers: int, units: Sequence[Sequence[Shard]],
+                 calibration: Mapping[str, Fit] | None = None) -> tuple[WarmupLine, ...]:
+    """Per model: the warm-up pair every actor that loads it runs (``jobs.actors.ModelActor._warm_up``:
+    ``streamgen.warmup.WARMUP_REQUEST``, greedy, base run then stream, nothing shared), priced on the
+    model's costliest (benchmark, budget) cell, times the actors that load the model: at most
+    one per worker, at most one per unit (the scheduler keeps an actor on its model while it has units)."""
+    from streamgen.warmup import WARMUP_REQUEST
+
+    per_model: dict[str, list[Shard]] = defaultdict(list)
+    for unit in units:
+        per_model[unit[0].model_name].append(unit[0])
+    out = []
+    for name, firsts in per_model.items():
+        size = model_size(plan.models[name])
+        if size is None:
+            continue
+        best: tuple[float, int, str] = (-1.0, 0, "")
+        for cell in {(s.cell.benchmark.name, s.cell.max_new_tokens): s.cell for s in firsts}.values():
+            cost = example_cost(cell.model, cell.benchmark.name, cell.max_new_tokens, WARMUP_REQUEST,
+                                WARMUP_REQUEST.segments, 1, device, size, share=False,
+                                fit=(calibration or {}).get(name))
+            best = max(best, (cost.seconds, cost.forwards, cell.benchmark.name))
+        out.append(WarmupLine(name, min(max(workers, 1), len(firsts)), best[1], best[0], best[2]))
+    return tuple(out)
 
 
 def require_sizes(models: Mapping[str, ModelConfig]) -> None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streamgen.config import ConfigError, ModelConfig
+from streamgen.config import ESTIMATE_ONLY_MODEL_FIELDS, ConfigError, ModelConfig
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ def device_label(device: str = "cpu", threads: int | None = None) -> str:
 def model_fingerprint(cfg: ModelConfig) -> str:
     """The model's config (its estimate-only fields aside) and its weights file's size and mtime where it
     names a file: 16 hex characters."""
-    fields = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("parameters", "layers")}
+    fields = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ESTIMATE_ONLY_MODEL_FIELDS}
     weights = _weights_identity(cfg)
     blob = json.dumps({"config": fields, "weights": weights}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
