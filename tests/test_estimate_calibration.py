@@ -136,7 +136,7 @@ def test_the_calibration_file_is_reused_and_a_changed_model_is_measured_again(tm
 
 
 def test_a_foreign_calibration_file_stops_with_one_line_naming_the_fix(tmp_path: Path) -> None:
-    for text in ("not json", json.dumps({"format": "other"}), json.dumps({"format": "streamgen-calibration/1",
+    for text in ("not json", json.dumps({"format": "other"}), json.dumps({"format": "other", "entries": {}}), json.dumps({"format": "streamgen-calibration/1",
                                                                           "entries": {"k": {"fit": {"a": 1}}}})):
         path = tmp_path / "cal.json"
         path.write_text(text)
