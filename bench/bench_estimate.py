@@ -30,7 +30,7 @@ from jobs.dry_run import answer_lengths  # noqa: E402
 from jobs.estimate import estimate_plan, grid_device, workers_on  # noqa: E402
 from jobs.plan import plan_grid  # noqa: E402
 from streamgen.config import GridConfig, cluster_config, grid_config, load  # noqa: E402
-from streamgen.sizing.calibration import Fit, calibrate_models  # noqa: E402
+from streamgen.sizing.calibration import Fit, calibrate_models, load_cache  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,34 @@ def measure(name: str, root: Path, overrides: list[str]) -> Measured:
                     t.decode_s, t.forward_s, summary.wall_s, load_cal, os.getloadavg()[0])  # type: ignore[attr-defined]
 
 
+def per_forward_check(results_dir: Path, fits: Mapping[str, Fit]) -> dict[str, tuple[float, float]]:
+    """The calibration alone, without the forward-count model: per model, Σ over the run's own decodes (each
+    pair's base run and every step row: forwards, tokens fed) of the fit's seconds, against Σ of their
+    measured wall. An autoregressive decode is one forward of (tokens fed − further forwards) tokens and
+    one-token forwards after it; another family's forwards are taken at their mean width. Shared work sits
+    in several rows on both sides alike."""
+    import duckdb
+
+    con = duckdb.connect()
+    pairs = f"read_parquet('{results_dir}/pairs/**/*.parquet', hive_partitioning=false)"
+    steps = f"read_parquet('{results_dir}/steps/**/*.parquet', hive_partitioning=false)"
+    family = dict(con.sql(f"select distinct model, family from {pairs}").fetchall())
+    rows = con.sql(f"select model, base_forwards, base_tokens_fed, base_wall_s from {pairs} where base_forwards > 0 "
+                   f"union all select model, forwards, tokens_fed, wall_s from {steps} where forwards > 0").fetchall()
+    out: dict[str, tuple[float, float]] = {}
+    for model, forwards, fed, wall in rows:
+        fit = fits.get(model)
+        if fit is None:
+            continue
+        if family.get(model) == "autoregressive":
+            predicted = fit.seconds(max(1, fed - (forwards - 1))) + (forwards - 1) * fit.seconds(1)
+        else:
+            predicted = forwards * fit.seconds(max(1, round(fed / forwards)))
+        p, m = out.get(model, (0.0, 0.0))
+        out[model] = (p + predicted, m + wall)
+    return out
+
+
 def main(argv: list[str]) -> int:
     import logging
 
@@ -89,6 +117,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_estimate_") as tmp:
         root = Path(cfg.results or tmp)
         results = {n: measure(n, root, list(cfg.overrides or [])) for n in names}
+        checks = {n: per_forward_check(root / n, fits_of(root / f"{n}-calibration.json")) for n in names}
     print(f"{'grid':<6} {'roofline s':>10} {'(rows)':>8} {'calibr. s':>10} {'(rows)':>8} {'decode s':>9} {'fwd s':>8} "
           f"{'roof/dec':>8} {'(rows)':>7} {'cal/dec':>8} {'(rows)':>7} {'load cal':>8} {'load end':>8}")
     for n, m in results.items():
@@ -96,7 +125,16 @@ def main(argv: list[str]) -> int:
         print(f"{n:<6} {m.roofline:>10.1f} {m.roofline_rows:>8.1f} {m.calibrated:>10.1f} {m.calibrated_rows:>8.1f} "
               f"{d:>9.1f} {m.forward_s:>8.1f} {m.roofline / d:>8.2f} {m.roofline_rows / d:>7.2f} "
               f"{m.calibrated / d:>8.2f} {m.calibrated_rows / d:>7.2f} {m.load_calibration:>8.2f} {m.load_after:>8.2f}")
+    print("\nthe calibration alone, on the run's own decodes (forwards and tokens fed as recorded; rows' wall):")
+    for n, per in checks.items():
+        for model, (p, m) in per.items():
+            print(f"{n:<6} {model:<22} predicted {p:>9.1f} s  measured {m:>9.1f} s  ratio {p / m:>5.2f}")
     return 0
+
+
+def fits_of(path: Path) -> dict[str, Fit]:
+    """model name → fit, from a calibration file (every entry: one machine's file)."""
+    return {e["model"]: Fit.from_dict(e["fit"]) for e in load_cache(path).values()}
 
 
 if __name__ == "__main__":
