@@ -135,6 +135,17 @@ def test_the_calibration_file_is_reused_and_a_changed_model_is_measured_again(tm
     assert len(calls) == 3
 
 
+def test_a_model_that_cannot_be_timed_here_keeps_the_roofline_with_one_line(tmp_path: Path) -> None:
+    def measure(cfg):  # type: ignore[no-untyped-def]
+        raise FileNotFoundError("no snapshot of google/x in the cache\nsecond line")
+
+    cal = calibrate_models({"tiny-llama": model_config("tiny-llama")}, tmp_path / "c.json", measure=measure)
+    assert cal.fits == {} and not (tmp_path / "c.json").exists()
+    (line,) = cal.notes
+    assert "cannot time it here (FileNotFoundError: no snapshot of google/x in the cache)" in line
+    assert "roofline" in line and "second line" not in line
+
+
 def test_a_foreign_calibration_file_stops_with_one_line_naming_the_fix(tmp_path: Path) -> None:
     for text in ("not json", json.dumps({"format": "other"}), json.dumps({"format": "other", "entries": {}}), json.dumps({"format": "streamgen-calibration/1",
                                                                           "entries": {"k": {"fit": {"a": 1}}}})):
