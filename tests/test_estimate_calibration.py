@@ -269,3 +269,29 @@ def test_the_dry_run_prints_the_warm_up_as_its_own_line() -> None:
     lines = [ln for ln in text.splitlines() if " warm-up " in ln and "actor" in ln]
     assert len(lines) == 2 and all("2 actor(s) × 1 pair on coedit" in ln for ln in lines)
     assert f"estimate: {est.total_hours:,.2f} GPU-hours in all" in text
+
+
+def test_the_dry_run_prints_the_calibrated_estimate_beside_the_roofline(tmp_path: Path) -> None:
+    """--calibrate on the dry run: the fits come from the file (filled here by a fake timer, as many at once
+    as the grid's workers), the table holds both columns per (model, benchmark), the total is the
+    calibrated estimate's."""
+    from jobs.dry_run import dry_run_report, duration
+    from jobs.plan import plan_grid
+    from streamgen.config import grid_config
+
+    grid = grid_config("smoke", ["models=[tiny-llada,tiny-llama]", "benchmarks=[coedit]", "limit=3",
+                                 f"results_dir={tmp_path / 'r'}"])
+    plan = plan_grid(grid)
+    fit = Fit(0.0, 1e-4, 1e-3, ((1, 2e-3), (300, 0.03)), 1)
+    path = tmp_path / "cal.json"
+    calibrate_models(plan.models, path, concurrent=grid.workers, measure=lambda cfg: fit)
+    text, _ = dry_run_report(grid, calibrate=path)
+    cal = estimate_plan(plan, DEVICES["cpu"], workers=2, calibration={m: fit for m in plan.models})
+    roof = estimate_plan(plan, DEVICES["cpu"], workers=2)
+    part = text.split("calibrated on ", 1)[1]
+    assert str(path) in part and part.count("read from") == 2  # nothing measured: both read from the file
+    for x in roof.lines:
+        c = next(y for y in cal.lines if (y.model, y.benchmark) == (x.model, x.benchmark))
+        (row,) = [ln for ln in part.splitlines() if ln.split()[:2] == [x.model, x.benchmark]]
+        assert row.split()[-1] == f"{c.gpu_hours / x.gpu_hours:.2f}"
+    assert f"calibrated: decoding {duration(cal.gpu_hours * 3600)}" in part

@@ -253,7 +253,16 @@ def calibrate_models(models: Mapping[str, ModelConfig], path: str | Path, *, dev
     and written back. Stale entries (the model's name with another fingerprint or device) give one line each."""
     import torch
 
-    torch.set_num_threads(max(1, threads))  # a model actor's threads
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))  # a model actor's threads (restored at the end)
+    try:
+        return _calibrate(models, path, device, threads, repeats, budget, concurrent, measure)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _calibrate(models: Mapping[str, ModelConfig], path: str | Path, device: str, threads: int, repeats: int,
+               budget: int, concurrent: int, measure: Callable[[ModelConfig], Fit] | None) -> Calibration:
     concurrent = max(1, concurrent) if device == "cpu" else 1
     label = device_label(device, threads) + (f":{concurrent} at once" if concurrent > 1 else "")
     entries = load_cache(path)
