@@ -52,14 +52,16 @@ def time_forwards(cfg: DetConfig, model_name: str, dtype: str) -> dict[int, floa
     from streamgen.decoding.numerics import make_deterministic
     from streamgen.models.registry import model_family
 
+    torch.set_num_threads(1)  # a model actor's threads
     if cfg.mode == "deterministic":
         make_deterministic(cfg.device)
     mcfg = dataclasses.replace(model_config(model_name), dtype=dtype)
     model = model_family(mcfg.family).load(mcfg, cfg.device).model
     sync = device_synchronizer(cfg.device)
+    vocab = int(getattr(getattr(model, "config", None), "vocab_size", None) or 1000)
     out = {}
     for width in cfg.widths or [1, 64, 512]:
-        ids = torch.randint(10, 1000, (1, width), device=cfg.device)
+        ids = torch.randint(0, min(vocab, 1000), (1, width), device=cfg.device)
         times = []
         with torch.no_grad():
             for i in range(cfg.warmup + cfg.repeats):
