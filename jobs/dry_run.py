@@ -152,7 +152,9 @@ def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: 
 
     gpus = cluster.nodes * cluster.gpus_per_node
     device = "cuda" if gpus and _cuda() else "cpu"
-    cal = calibrate_models(plan.models, path, device=device, concurrent=1 if gpus else workers_on(grid, cluster))
+    # as many at once as the run will have actors sharing this CPU: the workers, at most one per unit
+    cal = calibrate_models(plan.models, path, device=device,
+                           concurrent=1 if gpus else min(workers_on(grid, cluster), max(len(est.unit_s), 1)))
     measured = estimate_plan(plan, est.device, workers=est.workers, answer_lengths=answers, calibration=cal.fits)
     return render_calibrated(est, measured, cal.device, path, cal.notes,
                              foreign=est.device.name != "cpu" and device == "cpu")
