@@ -1,21 +1,26 @@
 """The estimate against measured time on this machine: predicted / measured decode seconds, per grid, side by side.
 
     python bench/bench_estimate.py                       # grid=smoke and the default grid (grid=local), fresh results
-    python bench/bench_estimate.py grids=smoke
+    python bench/bench_estimate.py grids=[smoke]
     STREAMGEN_DEVICE_FILE=results/machine.json python bench/bench_estimate.py   # this machine's figures, just measured
 
-For each grid: the plan's estimate on the ``cpu`` device (``jobs.estimate``; first principles only: the
-results directory is fresh, so answer lengths are the assumed half budget), then the grid runs here
-(``jobs.executors.run_grid_on_cluster``, as ``workflows/full_grid.py`` does) and the estimate is computed
+For each grid: the models are calibrated here (``streamgen.sizing.calibration``, as ``--calibrate`` does:
+measured seconds per forward, fitted a + b·T; right before the run, so both see the same load), the plan is
+estimated on the ``cpu`` device twice — roofline and calibrated (``jobs.estimate``; the results directory is
+fresh, so answer lengths are the assumed half budget) — then the grid runs here
+(``jobs.executors.run_grid_on_cluster``, as ``workflows/full_grid.py`` does) and both estimates are computed
 again with the run's own answer lengths (``rows``). Printed: predicted and measured decode seconds (the
 actors' time inside units, summed over actors; the estimate's GPU-hours × 3600), seconds inside forwards,
-and the ratios. Model loading, Ray start and scoring are outside both sides.
+the ratios, and the load average at calibration and after the run. Model loading, Ray start and scoring are
+outside both sides.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,30 +30,82 @@ from jobs.dry_run import answer_lengths  # noqa: E402
 from jobs.estimate import estimate_plan, grid_device, workers_on  # noqa: E402
 from jobs.plan import plan_grid  # noqa: E402
 from streamgen.config import GridConfig, cluster_config, grid_config, load  # noqa: E402
+from streamgen.sizing.calibration import Fit, calibrate_models, load_cache  # noqa: E402
 
 
 @dataclass(frozen=True)
 class BenchConfig:
     grids: list[str] | None = None  # None: smoke and local (the README's default command)
+    overrides: list[str] | None = None  # key=value for every grid, e.g. [limit=2]
+    results: str | None = None  # keep the runs and calibration files here (default: a temporary folder)
 
 
-def predicted_s(grid: GridConfig, rows_from: Path | None) -> float:
+def predicted_s(grid: GridConfig, rows_from: Path | None, calibration: Mapping[str, Fit] | None = None) -> float:
     cluster = cluster_config(grid.cluster)
     answers = answer_lengths(rows_from) if rows_from is not None else {}
     est = estimate_plan(plan_grid(grid), grid_device(grid, cluster), workers=workers_on(grid, cluster),
-                        answer_lengths=answers)
+                        answer_lengths=answers, calibration=calibration)
     return est.gpu_hours * 3600
 
 
-def measure(name: str, root: Path) -> tuple[float, float, float, float, float]:
-    """(predicted, predicted with the run's answer lengths, measured decode s, measured forward s, wall s)."""
+@dataclass(frozen=True)
+class Measured:
+    roofline: float
+    roofline_rows: float
+    calibrated: float
+    calibrated_rows: float
+    decode_s: float
+    forward_s: float
+    wall_s: float
+    load_calibration: float
+    load_after: float
+
+
+def measure(name: str, root: Path, overrides: list[str]) -> Measured:
+    """Calibrate, estimate (roofline and calibrated), run, estimate again with the run's answer lengths."""
     from jobs.executors import run_grid_on_cluster
 
-    grid = grid_config(name, [f"results_dir={root / name}"])
-    before = predicted_s(grid, None)
+    grid = grid_config(name, [f"results_dir={root / name}", *overrides])
+    cal = calibrate_models(plan_grid(grid).models, root / f"{name}-calibration.json",
+                           concurrent=workers_on(grid, cluster_config(grid.cluster)))
+    for line in cal.notes:
+        print(line, flush=True)
+    load_cal = os.getloadavg()[0]
+    roof, calibrated = predicted_s(grid, None), predicted_s(grid, None, cal.fits)
+    print(f"{name}: predicted {roof:.1f} s (roofline), {calibrated:.1f} s (calibrated); running it (load {load_cal:.2f})",
+          flush=True)
     summary = run_grid_on_cluster(grid)
     t = summary.timings  # type: ignore[attr-defined]
-    return before, predicted_s(grid, root / name), t.decode_s, t.forward_s, summary.wall_s  # type: ignore[attr-defined]
+    return Measured(roof, predicted_s(grid, root / name), calibrated, predicted_s(grid, root / name, cal.fits),
+                    t.decode_s, t.forward_s, summary.wall_s, load_cal, os.getloadavg()[0])  # type: ignore[attr-defined]
+
+
+def per_forward_check(results_dir: Path, fits: Mapping[str, Fit]) -> dict[str, tuple[float, float]]:
+    """The calibration alone, without the forward-count model: per model, Σ over the run's own decodes (each
+    pair's base run and every step row: forwards, tokens fed) of the fit's seconds, against Σ of their
+    measured wall. An autoregressive decode is one forward of (tokens fed − further forwards) tokens and
+    one-token forwards after it; another family's forwards are taken at their mean width. Shared work sits
+    in several rows on both sides alike."""
+    import duckdb
+
+    con = duckdb.connect()
+    pairs = f"read_parquet('{results_dir}/pairs/**/*.parquet', hive_partitioning=false)"
+    steps = f"read_parquet('{results_dir}/steps/**/*.parquet', hive_partitioning=false)"
+    family = dict(con.sql(f"select distinct model, family from {pairs}").fetchall())
+    rows = con.sql(f"select model, base_forwards, base_tokens_fed, base_wall_s from {pairs} where base_forwards > 0 "
+                   f"union all select model, forwards, tokens_fed, wall_s from {steps} where forwards > 0").fetchall()
+    out: dict[str, tuple[float, float]] = {}
+    for model, forwards, fed, wall in rows:
+        fit = fits.get(model)
+        if fit is None:
+            continue
+        if family.get(model) == "autoregressive":
+            predicted = fit.seconds(max(1, fed - (forwards - 1))) + (forwards - 1) * fit.seconds(1)
+        else:
+            predicted = forwards * fit.seconds(max(1, round(fed / forwards)))
+        p, m = out.get(model, (0.0, 0.0))
+        out[model] = (p + predicted, m + wall)
+    return out
 
 
 def main(argv: list[str]) -> int:
@@ -58,12 +115,26 @@ def main(argv: list[str]) -> int:
     cfg = load(BenchConfig, overrides=argv)
     names = cfg.grids or ["smoke", "local"]
     with tempfile.TemporaryDirectory(prefix="bench_estimate_") as tmp:
-        results = {n: measure(n, Path(tmp)) for n in names}
-    print(f"{'grid':<8} {'predicted s':>12} {'pred. (rows)':>12} {'decode s':>10} {'forward s':>10} {'wall s':>8} "
-          f"{'pred/decode':>12} {'pred(rows)/decode':>18}")
-    for n, (p, pr, dec, fwd, wall) in results.items():
-        print(f"{n:<8} {p:>12.1f} {pr:>12.1f} {dec:>10.1f} {fwd:>10.1f} {wall:>8.1f} {p / dec:>12.2f} {pr / dec:>18.2f}")
+        root = Path(cfg.results or tmp)
+        results = {n: measure(n, root, list(cfg.overrides or [])) for n in names}
+        checks = {n: per_forward_check(root / n, fits_of(root / f"{n}-calibration.json")) for n in names}
+    print(f"{'grid':<6} {'roofline s':>10} {'(rows)':>8} {'calibr. s':>10} {'(rows)':>8} {'decode s':>9} {'fwd s':>8} "
+          f"{'roof/dec':>8} {'(rows)':>7} {'cal/dec':>8} {'(rows)':>7} {'load cal':>8} {'load end':>8}")
+    for n, m in results.items():
+        d = m.decode_s
+        print(f"{n:<6} {m.roofline:>10.1f} {m.roofline_rows:>8.1f} {m.calibrated:>10.1f} {m.calibrated_rows:>8.1f} "
+              f"{d:>9.1f} {m.forward_s:>8.1f} {m.roofline / d:>8.2f} {m.roofline_rows / d:>7.2f} "
+              f"{m.calibrated / d:>8.2f} {m.calibrated_rows / d:>7.2f} {m.load_calibration:>8.2f} {m.load_after:>8.2f}")
+    print("\nthe calibration alone, on the run's own decodes (forwards and tokens fed as recorded; rows' wall):")
+    for n, per in checks.items():
+        for model, (p, m) in per.items():
+            print(f"{n:<6} {model:<22} predicted {p:>9.1f} s  measured {m:>9.1f} s  ratio {p / m:>5.2f}")
     return 0
+
+
+def fits_of(path: Path) -> dict[str, Fit]:
+    """model name → fit, from a calibration file (every entry: one machine's file)."""
+    return {e["model"]: Fit.from_dict(e["fit"]) for e in load_cache(path).values()}
 
 
 if __name__ == "__main__":

@@ -106,12 +106,14 @@ def _cell_lines(plan: GridPlan, results_dir: Path) -> list[CellLine]:
 
 
 def dry_run_report(grid: GridConfig, *, results_dir: str | Path | None = None,
-                   fit_on: str | Path | None = None) -> tuple[str, list[str]]:
+                   fit_on: str | Path | None = None, calibrate: str | Path | None = None) -> tuple[str, list[str]]:
     """The plan and its estimate as text, and the problems that would stop a run (the pre-flight's).
     Raises ConfigError when the grid cannot even be planned. Starts nothing, writes nothing.
 
     ``results_dir``: where complete shards are looked for (default ``grid.results_dir``); ``fit_on``:
-    where earlier rows' answer lengths are read (default the same directory).
+    where earlier rows' answer lengths are read (default the same directory). ``calibrate``: a calibration
+    file (``--calibrate``; ``streamgen.sizing.calibration``): the grid's models are timed on this machine
+    (or their fits read from the file) and the calibrated estimate is printed beside the roofline's.
     """
     from jobs.executors import allocation, validate_cluster
 
@@ -130,8 +132,65 @@ def dry_run_report(grid: GridConfig, *, results_dir: str | Path | None = None,
     fit = resources.check(grid, cluster, plan.models, allocation(grid, cluster), work_facts(plan, est))
     problems = [*problems, *fit.problems]
     plan = dataclasses.replace(plan, resource_notes=fit.notes)
-    text = "\n".join([render(grid, plan, _cell_lines(plan, out_dir), out_dir), "", render_estimate(est, grid, cluster, answers, Sharing(alone, forked))])
-    return text, problems
+    parts = [render(grid, plan, _cell_lines(plan, out_dir), out_dir), "",
+             render_estimate(est, grid, cluster, answers, Sharing(alone, forked))]
+    if calibrate is not None:
+        parts += ["", calibrated_report(plan, est, grid, cluster, answers, Path(calibrate))]
+    return "\n".join(parts), problems
+
+
+def calibration_path(grid: GridConfig, value: str | None) -> Path:
+    """``--calibrate`` alone: ``<results_dir>/calibration.json``; ``--calibrate=PATH``: PATH."""
+    return Path(value) if value else Path(grid.results_dir) / "calibration.json"
+
+
+def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: ClusterConfig,
+                      answers: dict[tuple[str, str], float], path: Path) -> str:
+    """Time the grid's models here (or read their fits from ``path``) and print the calibrated estimate
+    beside the roofline's, per (model, benchmark) and in total."""
+    from streamgen.sizing.calibration import calibrate_models
+
+    gpus = cluster.nodes * cluster.gpus_per_node
+    device = "cuda" if gpus and _cuda() else "cpu"
+    # as many at once as the run will have actors sharing this CPU: the workers, at most one per unit
+    cal = calibrate_models(plan.models, path, device=device,
+                           concurrent=1 if gpus else min(workers_on(grid, cluster), max(len(est.unit_s), 1)))
+    measured = estimate_plan(plan, est.device, workers=est.workers, answer_lengths=answers, calibration=cal.fits)
+    return render_calibrated(est, measured, cal.device, path, cal.notes,
+                             foreign=est.device.name != "cpu" and device == "cpu")
+
+
+def _cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def render_calibrated(roof: Estimate, cal: Estimate, device: str, path: Path, notes: tuple[str, ...] = (),
+                      *, foreign: bool = False) -> str:
+    """Roofline and calibrated decode seconds side by side, per (model, benchmark), warm-up and in total."""
+    width = max([len(x.model) for x in roof.lines] + [5])
+    measured = {(x.model, x.benchmark): x for x in cal.lines}
+    rows = []
+    for x in roof.lines:
+        c = measured.get((x.model, x.benchmark))
+        h = c.gpu_hours if c is not None else float("nan")
+        rows.append(f"{x.model:<{width}}  {x.benchmark:<16} {duration(x.gpu_hours * 3600):>12} {duration(h * 3600):>12} "
+                    f"{h / x.gpu_hours if x.gpu_hours else float('nan'):>8.2f}")
+    warm_cal = {w.model: w for w in cal.warmups}
+    warm = [f"{w.model:<{width}}  {'warm-up ×' + str(w.actors):<16} {duration(w.actors * w.seconds):>12} "
+            f"{duration(warm_cal[w.model].actors * warm_cal[w.model].seconds) if w.model in warm_cal else '-':>12}"
+            for w in roof.warmups]
+    return "\n".join([
+        f"calibrated on {device} ({path}): seconds per forward measured here, forwards as above",
+        *notes,
+        *([f"note: the cluster's device is {roof.device.name} but this machine has no GPU: the calibration "
+           f"prices the grid on this CPU; run --calibrate on the allocation"] if foreign else []),
+        f"{'model':<{width}}  {'benchmark':<16} {'roofline':>12} {'calibrated':>12} {'ratio':>8}",
+        *rows, *warm,
+        f"calibrated: decoding {duration(cal.gpu_hours * 3600)} ({cal.gpu_hours:,.3f} device-hours) against the "
+        f"roofline's {duration(roof.gpu_hours * 3600)} ({cal.gpu_hours / max(roof.gpu_hours, 1e-12):.2f}×); with "
+        f"warm-up {duration(cal.total_hours * 3600)}; wall {duration(cal.wall_h * 3600)} on {cal.workers} model actor(s)"])
 
 
 def plan_dry_run(grid: GridConfig, *, results_dir: str | Path | None = None,
@@ -221,10 +280,18 @@ def render_estimate(est: Estimate, grid: GridConfig, cluster: ClusterConfig,
         f"estimate on {d.name} ({d.source}): forwards from each family's procedure × roofline seconds",
         f"{'model':<{width}}  {'benchmark':<16} {'examples':>8} {'units':>6} {'forwards':>14} {'GPU-hours':>10} "
         f"{'alone':>10} {'decode':>12} {'longest unit':>12}",
-        *rows, *unknown, *long, *(sharing_lines(est, sharing) if sharing else []),
-        f"estimate: {est.gpu_hours:,.2f} GPU-hours in all ({duration(est.gpu_hours * 3600)} of decoding); wall "
-        f"{duration(est.wall_h * 3600)} on {est.workers} model actor(s){cap}",
+        *rows, *warmup_rows(est, width), *unknown, *long, *(sharing_lines(est, sharing) if sharing else []),
+        f"estimate: {est.total_hours:,.2f} GPU-hours in all ({duration(est.gpu_hours * 3600)} of decoding, "
+        f"{duration(est.warmup_hours * 3600)} of warm-up); wall {duration(est.wall_h * 3600)} on {est.workers} "
+        f"model actor(s){cap}",
         *assumption_lines(est, answers)])
+
+
+def warmup_rows(est: Estimate, width: int) -> list[str]:
+    """One row per model: its actors' untimed warm-up pairs (``streamgen.warmup``), outside every unit."""
+    return [f"{w.model:<{width}}  {'warm-up':<16} {w.actors:>8} {'':>6} {w.actors * w.forwards:>14,} "
+            f"{w.gpu_hours:>10,.2f} {w.gpu_hours:>10,.2f} {duration(w.actors * w.seconds):>12} {duration(w.seconds):>12}"
+            f"  ({w.actors} actor(s) × 1 pair on {w.benchmark})" for w in est.warmups]
 
 
 def duration(seconds: float) -> str:
@@ -241,7 +308,9 @@ def assumption_lines(est: Estimate, answers: dict[tuple[str, str], float]) -> li
         "assumptions (docs/estimate.md):",
         f"  - seconds/forward = max(2·N·T / ({d.bf16_flops / 1e12:g} TFLOP/s bf16, {d.fp32_flops / 1e12:g} fp32 "
         f"× {d.eff_compute:g}), "
-        f"N·bytes / ({d.bandwidth / 1e9:g} GB/s × {d.eff_bandwidth:g})) + layers × {d.layer_overhead_s * 1e3:g} ms",
+        f"N·bytes / ({d.bandwidth / 1e9:g} GB/s × {d.eff_bandwidth:g})) + layers × {d.layer_overhead_s * 1e3:g} ms; "
+        f"float32 at the FP32 rate (no run enables TF32); a mixture of experts computes with its active parameters "
+        f"and reads the experts its T tokens touch, 1 − (1 − k/E)^T of them",
         f"  - prompt tokens = characters / {CHARS_PER_TOKEN:g} + {TEMPLATE_TOKENS}; answers fill "
         f"{ANSWER_FRACTION:.0%} of the budget (LLaDA / Dream: their whole buffer){rows}",
         "  - every stream step keeps nothing of its draft (an upper bound; LLaDA / Dream then refill every block; "
@@ -249,5 +318,7 @@ def assumption_lines(est: Estimate, answers: dict[tuple[str, str], float]) -> li
         "each distinct step once per unit (the base run and step 1 once, LLaDA / Dream: both verifier modes, and a "
         "step that keeps nothing reuses the base decode of its prefix); 'alone': every cell computes all its own",
         "  - wall: units packed perfectly over the actors, any actor serving any model; model loading, "
-        "Ray start and scoring not counted",
+        "Ray start and scoring not counted; 'warm-up': each actor's untimed base + stream pair, once per actor "
+        "that loads the model (at most one per worker and per unit), on the model's costliest cell; in the "
+        "total, outside the units and the wall",
     ]

@@ -34,12 +34,13 @@ from typing import Any, Protocol
 from jobs.shards import Shard
 from jobs.shared_work import group_shards
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, ModelConfig, cluster_config
+from streamgen.sizing.calibration import Fit
 from streamgen.sizing.devices import DEVICES, Device, device_from_file, forward_seconds
 from streamgen.sizing.forward_counts import Decode, Forwards, decode_rule, total_forwards
 from streamgen.sizing.parameters import ModelSize, model_size
 
-__all__ = ["ANSWER_FRACTION", "CHARS_PER_TOKEN", "Estimate", "ExampleCost", "estimate_plan", "example_cost",
-           "grid_device", "model_parameters", "unit_seconds", "workers_on"]
+__all__ = ["ANSWER_FRACTION", "CHARS_PER_TOKEN", "Estimate", "ExampleCost", "WarmupLine", "estimate_plan",
+           "example_cost", "grid_device", "model_parameters", "unit_seconds", "warmup_lines", "workers_on"]
 
 CHARS_PER_TOKEN = 4.0  # assumption: English prose and code average about 4 characters per BPE token
 TEMPLATE_TOKENS = 16  # assumption: chat-template tokens around the request
@@ -89,16 +90,42 @@ class Line:
 
 
 @dataclass(frozen=True)
+class WarmupLine:
+    """The untimed warm-up pair (``streamgen.warmup``) of one model: once per actor that loads it."""
+
+    model: str
+    actors: int  # actors that will load the model: min(workers, its units)
+    forwards: int  # one actor's warm-up pair
+    seconds: float  # one actor's warm-up pair
+    benchmark: str  # the cell priced (the model's costliest: an actor warms up on whichever unit it starts with)
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.actors * self.seconds / 3600
+
+
+@dataclass(frozen=True)
 class Estimate:
     device: Device
     lines: tuple[Line, ...]
     unit_s: Mapping[str, float]  # work unit key (its first shard id) → seconds
     workers: int
     unknown: tuple[str, ...]  # models with no parameter count: not estimated
+    warmups: tuple[WarmupLine, ...] = ()
 
     @property
     def gpu_hours(self) -> float:
+        """Decoding: the work units' GPU-hours (what rows measure; the warm-up is outside every unit)."""
         return sum(x.gpu_hours for x in self.lines)
+
+    @property
+    def warmup_hours(self) -> float:
+        return sum(x.gpu_hours for x in self.warmups)
+
+    @property
+    def total_hours(self) -> float:
+        """Decoding and the actors' warm-up pairs: what the allocation spends on forwards."""
+        return self.gpu_hours + self.warmup_hours
 
     @property
     def wall_h(self) -> float:
@@ -136,15 +163,19 @@ def _prefix_chars(example: Any, segments: Sequence[str], model: ModelConfig) -> 
     return out
 
 
-def _seconds(work: Sequence[Forwards], size: ModelSize, device: Device, dtype: str) -> float:
+def _seconds(work: Sequence[Forwards], size: ModelSize, device: Device, dtype: str, fit: Fit | None = None) -> float:
+    """Seconds of ``work``: the measured fit's where the model is calibrated, else the roofline's."""
+    if fit is not None:
+        return sum(f.count * fit.seconds(f.tokens) for f in work if f.count)
     return sum(f.count * forward_seconds(device, params=size.parameters, tokens=f.tokens, layers=size.layers,
-                                         dtype=dtype) for f in work if f.count)
+                                         dtype=dtype, active=size.active, experts=size.experts, top_k=size.top_k)
+               for f in work if f.count)
 
 
 def example_cost(model: ModelConfig, benchmark: str, budget: int, example: Any, segments: Sequence[str],
                  cells: int, device: Device, size: ModelSize, answer_tokens: float | None = None,
                  kept: Sequence[float] | None = None, *, modes: Sequence[str | None] | None = None,
-                 share: bool = True, forked: bool = False) -> ExampleCost:
+                 share: bool = True, forked: bool = False, fit: Fit | None = None) -> ExampleCost:
     """One example's forwards and seconds in a unit of ``cells`` cells, each distinct computation once.
 
     ``kept``: per cell, the share of each later stream step's draft that is kept (its leading run, rounded
@@ -154,7 +185,8 @@ def example_cost(model: ModelConfig, benchmark: str, budget: int, example: Any, 
     the stated worst case of cells that keep different runs), and a LLaDA/Dream step that keeps nothing
     pays its verify forward and, once per request prefix, the base decode of that prefix (the last
     prefix's is the base run). Without ``share`` every cell pays everything. ``per_cell_forwards``: the
-    first path's steps 2..n."""
+    first path's steps 2..n. ``fit``: the model's calibration (``streamgen.sizing.calibration``): its
+    measured seconds per forward replace the roofline's."""
     rule = decode_rule(model, benchmark, budget)
     answer = max(1, round(answer_tokens if answer_tokens is not None else ANSWER_FRACTION * budget))
     prompts = [prompt_tokens(c) for c in _prefix_chars(example, segments, model)]
@@ -176,9 +208,9 @@ def example_cost(model: ModelConfig, benchmark: str, budget: int, example: Any, 
                 decoded.add(k)
             work[path] += step
     once = 1 if share else cells
-    per_path = {p: (total_forwards(w), _seconds(w, size, device, model.dtype)) for p, w in work.items()}
+    per_path = {p: (total_forwards(w), _seconds(w, size, device, model.dtype, fit)) for p, w in work.items()}
     return ExampleCost(once * total_forwards(shared) + sum(f for f, _ in per_path.values()),
-                       once * _seconds(shared, size, device, model.dtype) + sum(t for _, t in per_path.values()),
+                       once * _seconds(shared, size, device, model.dtype, fit) + sum(t for _, t in per_path.values()),
                        total_forwards(shared), per_path[paths[0]][0])
 
 
@@ -192,8 +224,10 @@ def unit_seconds(plan: PlanLike, device: Device, *, answer_lengths: Mapping[tupl
 
 def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], float],
            kept: Callable[[Any], float] | None = None, *, share: bool | None = None,
-           forked: bool = False) -> dict[str, tuple[float, int, tuple[Shard, ...], int]]:
+           forked: bool = False, calibration: Mapping[str, Fit] | None = None
+           ) -> dict[str, tuple[float, int, tuple[Shard, ...], int]]:
     """Per unit (by its first shard id): seconds, forwards, its shards, examples decoded."""
+    fits = calibration or {}
     sizes = {name: model_size(cfg) for name, cfg in plan.models.items()}
     out: dict[str, tuple[float, int, tuple[Shard, ...], int]] = {}
     for unit in group_shards(plan.shards, share=plan.grid.share_work):
@@ -211,7 +245,8 @@ def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], flo
                                 answers.get((cell.model.row_model, bench)),
                                 [kept(s.cell) for s in unit] if kept is not None else None,
                                 modes=[s.cell.verifier_mode for s in unit],
-                                share=plan.grid.share_work if share is None else share, forked=forked)
+                                share=plan.grid.share_work if share is None else share, forked=forked,
+                                fit=fits.get(first.model_name))
             seconds, forwards, n = seconds + cost.seconds, forwards + cost.forwards, n + 1
         out[first.shard_id] = (seconds, forwards, unit, n)
     return out
@@ -220,14 +255,15 @@ def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], flo
 def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
                   answer_lengths: Mapping[tuple[str, str], float] | None = None,
                   kept: Callable[[Any], float] | None = None, share: bool | None = None,
-                  forked: bool = False) -> Estimate:
+                  forked: bool = False, calibration: Mapping[str, Fit] | None = None) -> Estimate:
     """The plan's estimate per (model, benchmark) and in total on ``workers`` actors of ``device``.
 
     ``kept``: a cell → the share of each later stream step's draft kept (default nothing: the bound
     the dry run prints; ``bench/bench_estimate_refill.py`` sets it to read what keeping saves).
     ``share``: count shared work once (default the grid's ``share_work``; False: every cell alone);
-    ``forked``: every cell on a path of its own from step 2 (cells that keep different runs)."""
-    units = _units(plan, device, answer_lengths or {}, kept, share=share, forked=forked)
+    ``forked``: every cell on a path of its own from step 2 (cells that keep different runs).
+    ``calibration``: model name → measured fit (``--calibrate``); those models' seconds are measured ones."""
+    units = _units(plan, device, answer_lengths or {}, kept, share=share, forked=forked, calibration=calibration)
     acc: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
     ids: dict[tuple[str, str], set[str]] = defaultdict(set)
     for seconds, forwards, unit, _ in units.values():
@@ -237,7 +273,34 @@ def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
         a[0], a[1], a[2], a[3] = a[0] + 1, a[1] + forwards, a[2] + seconds, max(a[3], seconds)
     lines = tuple(Line(m, b, len(ids[(m, b)]), int(a[0]), int(a[1]), a[2] / 3600, a[3]) for (m, b), a in acc.items())
     unknown = tuple(sorted(name for name, cfg in plan.models.items() if model_size(cfg) is None))
-    return Estimate(device, lines, {k: v[0] for k, v in units.items()}, workers, unknown)
+    warm = warmup_lines(plan, device, workers, [v[2] for v in units.values()], calibration) if plan.grid.warm_up else ()
+    return Estimate(device, lines, {k: v[0] for k, v in units.items()}, workers, unknown, warm)
+
+
+def warmup_lines(plan: PlanLike, device: Device, workers: int, units: Sequence[Sequence[Shard]],
+                 calibration: Mapping[str, Fit] | None = None) -> tuple[WarmupLine, ...]:
+    """Per model: the warm-up pair every actor that loads it runs (``jobs.actors.ModelActor._warm_up``:
+    ``streamgen.warmup.WARMUP_REQUEST``, greedy, base run then stream, nothing shared), priced on the
+    model's costliest (benchmark, budget) cell, times the actors that load the model: at most
+    one per worker, at most one per unit (the scheduler keeps an actor on its model while it has units)."""
+    from streamgen.warmup import WARMUP_REQUEST
+
+    per_model: dict[str, list[Shard]] = defaultdict(list)
+    for unit in units:
+        per_model[unit[0].model_name].append(unit[0])
+    out = []
+    for name, firsts in per_model.items():
+        size = model_size(plan.models[name])
+        if size is None:
+            continue
+        best: tuple[float, int, str] = (-1.0, 0, "")
+        for cell in {(s.cell.benchmark.name, s.cell.max_new_tokens): s.cell for s in firsts}.values():
+            cost = example_cost(cell.model, cell.benchmark.name, cell.max_new_tokens, WARMUP_REQUEST,
+                                WARMUP_REQUEST.segments, 1, device, size, share=False,
+                                fit=(calibration or {}).get(name))
+            best = max(best, (cost.seconds, cost.forwards, cell.benchmark.name))
+        out.append(WarmupLine(name, min(max(workers, 1), len(firsts)), best[1], best[0], best[2]))
+    return tuple(out)
 
 
 def require_sizes(models: Mapping[str, ModelConfig]) -> None:

@@ -71,7 +71,8 @@ TYPIST_PRESETS = ("desktop", "mobile")  # streamgen.timing.typists.PRESETS (docs
 DEVICE_NAMES = ("a100-80gb", "a6000", "h100", "h200", "cpu")  # streamgen.sizing.devices.DEVICES' keys
 # ModelConfig fields no result depends on: the estimate's sizes, and what only the pre-flight checks
 # (the rendered request depends on the tokenizer's template, which the snapshot commit pins).
-ESTIMATE_ONLY_MODEL_FIELDS = ("parameters", "layers", "chat_template_required")
+ESTIMATE_ONLY_MODEL_FIELDS = ("parameters", "layers", "chat_template_required", "active_parameters", "experts",
+                              "experts_per_token")
 
 
 class ConfigError(ValueError):
@@ -130,6 +131,11 @@ class ModelConfig:
     # card's parameter count and layer count. They change no result: not in shard ids or fingerprints.
     parameters: int | None = None
     layers: int | None = None
+    # A mixture of experts (estimate only, likewise): parameters a token computes with, experts per layer and
+    # experts each token is routed to (`parameters` is then every weight: what memory holds).
+    active_parameters: int | None = None
+    experts: int | None = None
+    experts_per_token: int | None = None
     # The pre-flight refuses a hub / local checkpoint whose tokenizer has no chat template (its requests would
     # silently become a plain transcript); false for a base model. Checked only: no result depends on it.
     chat_template_required: bool = True

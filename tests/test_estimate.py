@@ -264,7 +264,10 @@ def test_full_grid_dry_run_prints_the_estimate_before_the_preflight_refusal(
     table = [x for x in out.splitlines() if x.split()[:1] and x.split()[0] in
              ("gemma-3-12b-it", "llama-3.1-8b-instruct", "qwen3-8b", "refusion-8b", "llada-8b", "dream-7b")
              and " / " not in x]  # the estimate's rows, not the plan's cells
+    warm = [x for x in table if x.split()[1] == "warm-up"]  # one row per model: its actors' warm-up pairs
+    table = [x for x in table if x not in warm]
     assert len(table) == 6 and all(x.split()[1] == "coedit" for x in table)
+    assert len(warm) == 6 and all("1 pair on coedit" in x for x in warm)
     assert sum(" is not in the Hugging Face cache" in x for x in err.splitlines()) == 6
 
 

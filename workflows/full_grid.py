@@ -6,6 +6,8 @@ Local (the embedded default: loopback Ray, CPU, offline SmolLM2, one example of 
     python workflows/full_grid.py grid=smoke results_dir=/tmp/smoke       # tiny model, < 2 minutes
     python workflows/full_grid.py limit=5 taus=[0.5,0.9] workers=2 models=[smollm2] benchmarks=[mbpp,chat]
     python workflows/full_grid.py grid=smoke --dry-run   # validate, print the plan and an estimate; start nothing
+    python workflows/full_grid.py grid=smoke --dry-run --calibrate   # ... and the estimate with seconds measured here
+    python workflows/full_grid.py grid=smoke --calibrate=cal.json    # calibrate (or read cal.json), print, then run
 
 Debug (the same driver through submitit's in-process DebugExecutor; breakpoints work)::
 
@@ -45,7 +47,7 @@ def parse_args(argv: Sequence[str]) -> tuple[str, list[str]]:
         if arg in ("-h", "--help"):
             print(__doc__)
             raise SystemExit(0)
-        if arg == "--dry-run":
+        if arg == "--dry-run" or arg == "--calibrate" or arg.startswith("--calibrate="):
             continue
         if arg.startswith("grid="):
             name = arg.split("=", 1)[1]
@@ -101,16 +103,27 @@ def main(argv: Sequence[str]) -> int:
     from jobs.stop_signals import RunInterrupted, ending
     from streamgen.results.results_dir import ResultsDirError, describe_os_error
 
+    calibrate = next((a.partition("=")[2] for a in argv if a == "--calibrate" or a.startswith("--calibrate=")), None)
     try:
         grid = grid_config(name, overrides)
+        cal_path = None
+        if calibrate is not None:
+            from jobs.dry_run import calibration_path
+
+            cal_path = calibration_path(grid, calibrate)
         if "--dry-run" in argv:
             from jobs.dry_run import dry_run_report
             from streamgen.config import raise_if_problems
 
-            text, problems = dry_run_report(grid)
+            text, problems = dry_run_report(grid, calibrate=cal_path)
             print(text)  # the plan and its estimate, also when the pre-flight fails
             raise_if_problems(problems, f"grid {grid.name!r} cannot run")
             return 0
+        if cal_path is not None:  # before a real run: calibrate here, print both estimates, then run
+            from jobs.dry_run import dry_run_report
+
+            text, _ = dry_run_report(grid, calibrate=cal_path)
+            print(text.split("\n\n")[-1], flush=True)
         from jobs.executors import run_grid_on_cluster
 
         summary = run_grid_on_cluster(grid)

@@ -34,6 +34,9 @@ class ModelSize:
     parameters: int
     layers: int
     source: str
+    active: int | None = None  # a mixture of experts: parameters one token computes with
+    experts: int | None = None
+    top_k: int | None = None  # experts per token
 
 
 def _get(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:
@@ -149,7 +152,8 @@ def model_size(cfg: ModelConfig) -> ModelSize | None:
     if path is not None and (size := _size_from_file(cfg, path)) is not None:
         return size
     if cfg.parameters is not None:
-        return ModelSize(int(cfg.parameters), int(cfg.layers or 32), f"configs/models/{cfg.name}.yaml")
+        return ModelSize(int(cfg.parameters), int(cfg.layers or 32), f"configs/models/{cfg.name}.yaml",
+                         cfg.active_parameters, cfg.experts, cfg.experts_per_token)
     if cfg.source in ("smollm2", "gemma3_270m", "gguf"):
         return _gguf_size(_gguf_path(cfg))
     if cfg.source in ("tiny", "scripted"):
