@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from streamgen.config import REPO_ROOT
+from tests.ds1000_support import skip_without_ds1000
 from tests.fs_support import repo_results_lock
 
 README = REPO_ROOT / "README.md"
@@ -59,7 +60,7 @@ def test_readme_command_passes_dry_run(command: str, tmp_path: Path, monkeypatch
         after = {p for p in (REPO_ROOT / "results").rglob("*")} if (REPO_ROOT / "results").exists() else set()
     out, err = capsys.readouterr()
     if code == 2 and not DS1000_VENV.exists() and "ds1000" in err and err.count("\n  - ") == 1:
-        pytest.skip(f"{command}: needs the DS-1000 interpreter (bash scripts/ds1000_env.sh): {err.strip()}")
+        skip_without_ds1000(f"{command}: needs the DS-1000 interpreter (bash scripts/ds1000_env.sh): {err.strip()}")
     problems = [line for line in err.splitlines() if line.startswith("  - ")]
     if code == 2 and problems and all(_needs_a_download(line) for line in problems):
         # the study's hub checkpoints are not cached here: the pre-flight must say so, one line each

@@ -22,6 +22,7 @@ from streamgen.benchmarks.check import (
     reference_sample,
 )
 from streamgen.config import benchmark_config
+from tests.ds1000_support import skip_without_ds1000
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 WORKERS = 2
@@ -66,7 +67,7 @@ def test_ds1000_references_in_the_ds1000_interpreter() -> None:
     workflows/nightly.py runs all 1000 (its reference stage); STREAMGEN_REFERENCES=full runs them here."""
     bench = load_benchmark(benchmark_config("ds1000"))
     if bench.problems():
-        pytest.skip(f"DS-1000 interpreter missing: {bench.problems()}")
+        skip_without_ds1000(f"DS-1000 interpreter missing: {bench.problems()}")
     every = 1 if os.environ.get("STREAMGEN_REFERENCES") == "full" else SAMPLED_IN_TESTS["ds1000"]
     examples = reference_sample(bench, bench.examples(), every)
     known = set(known_failures(bench))
