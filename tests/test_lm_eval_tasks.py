@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 lm_eval = pytest.importorskip(
-    "lm_eval", reason="lm-evaluation-harness is not installed: pip install -e '.[lm_eval]' (CI must install the "
+    "lm_eval", reason="lm-evaluation-harness is not installed: pip install -e '.[lm-eval]' (CI must install the "
                       "lm_eval extra for these tests to run)")
 
 from lm_eval.api.model import LM  # noqa: E402

@@ -25,7 +25,7 @@ from typing import Any
 
 from streamgen.config import BenchmarkConfig, ConfigError
 
-INSTALL_HINT = "install the optional extra: pip install -e '.[lm_eval]'"
+INSTALL_HINT = "install the optional extra: pip install -e '.[lm-eval]'"
 LOCAL_BUILDERS = ("json", "csv", "parquet", "text", "arrow")
 """``dataset_path`` values that read ``data_files`` from disk (the datasets library's packaged builders)."""
 CODE_METRICS = ("code_eval",)
