@@ -1,6 +1,7 @@
 """Every reader of a results directory at the study's shape: time and peak RSS, before and after compaction.
 
-    python bench/bench_results_scale.py --dir /tmp/study                 # all 32,635 shards of grid=full
+    python bench/bench_results_scale.py --dir /tmp/study                 # all of grid=full's shards (7,205 at auto size)
+    python bench/bench_results_scale.py --dir /tmp/s4 --shard-size 4     # the same rows in 30,760 shards
     python bench/bench_results_scale.py --dir /tmp/s --shards 3264       # every 10th shard (1/10 scale)
     python bench/bench_results_scale.py --dir /tmp/s --shards 3264 --before /tmp/code-before
                                                                          # also the readers of another checkout
@@ -49,9 +50,12 @@ READERS = ("report_first", "report", "figures", "latest", "compare", "typing", "
            "dry_run")
 
 
-def build(root: Path, n_shards: int | None) -> int:
-    """Write the study's shards (every k-th when ``n_shards`` is given) as a run would; returns how many."""
-    plan, _ = plan_with_problems(grid_config("full", [f"results_dir={root}"]))
+def build(root: Path, n_shards: int | None, shard_size: int | None = None) -> int:
+    """Write the study's shards (every k-th when ``n_shards`` is given) as a run would; returns how many.
+    ``shard_size``: examples per shard instead of grid=full's automatic size (4 gives 30,760 shards, the
+    layout of the issue-51 measurement's 32,635, which came from an earlier, costlier estimate)."""
+    overrides = [f"results_dir={root}"] + ([f"shard_size={shard_size}"] if shard_size else [])
+    plan, _ = plan_with_problems(grid_config("full", overrides))
     assert plan is not None
     shards = plan.shards
     if n_shards:
@@ -110,7 +114,8 @@ def _compacts(code: Path) -> bool:
     return (code / "streamgen" / "results" / "compaction.py").exists()
 
 
-def commands(code: Path, root: Path, out: Path) -> dict[str, list[str]]:
+def commands(code: Path, root: Path, out: Path, shard_size: int | None = None) -> dict[str, list[str]]:
+    grid_overrides = [f"results_dir={root}"] + ([f"shard_size={shard_size}"] if shard_size else [])
     report = [sys.executable, "-m", "analysis.report", str(root), "--out", str(out / "report")]
     probe = ("import sys; from analysis.{m} import {f}; r = {f}({a}); print(len(r) if hasattr(r, '__len__') else r)")
     return {
@@ -126,7 +131,7 @@ def commands(code: Path, root: Path, out: Path) -> dict[str, list[str]]:
         # the dry run's plan, search and estimate (workflows/full_grid.py --dry-run also pre-flights the
         # weights, absent here): the line that counts the complete shards
         "dry_run": [sys.executable, "-c", "from jobs.dry_run import dry_run_report; from streamgen.config import "
-                    f"grid_config; t, _ = dry_run_report(grid_config('full', ['results_dir={root}'])); "
+                    f"grid_config; t, _ = dry_run_report(grid_config('full', {grid_overrides!r})); "
                     "print(next(ln for ln in t.splitlines() if 'already complete' in ln).split(': ', 1)[1])"],
     }
 
@@ -149,6 +154,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, required=True, help="where the results directory is built (kept)")
     parser.add_argument("--shards", type=int, default=None, help="this many of the study's shards (default all)")
+    parser.add_argument("--shard-size", type=int, default=None, help="examples per shard (default: grid=full's auto)")
     parser.add_argument("--before", type=Path, default=None, help="a checkout of the code before issue 51")
     parser.add_argument("--readers", default=",".join(READERS), help=f"comma-separated, of {','.join(READERS)}")
     args = parser.parse_args()
@@ -158,13 +164,13 @@ def main() -> int:
         shutil.rmtree(root)  # the code before compaction must read per-shard files, as it found them
     if not spec.exists():  # (a build cut short resumes: the shards it wrote are kept)
         t0 = time.perf_counter()
-        n = build(root, args.shards)
+        n = build(root, args.shards, args.shard_size)
         files = sum(1 for _ in root.rglob("*.parquet"))
         print(f"built {root}: {n} shards, {files} Parquet files in {time.perf_counter() - t0:.0f} s", flush=True)
     out = root.parent / f"{root.name}-out"
     print(f"{'reader':<13} {'code':<7} {'wall s':>8} {'peak GB':>8}  note")
     for label, code in ([("before", args.before.resolve())] if args.before else []) + [("after", ROOT)]:
-        cmds = commands(code, root, out)
+        cmds = commands(code, root, out, args.shard_size)
         for name in (r for r in READERS if r in wanted and r in cmds):
             if label == "before" and name == "report_first":
                 continue
