@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from analysis.population import paragraph_ends
 from analysis.render import setting_label
@@ -248,13 +249,16 @@ def simulation_inputs(results_dir: Any, rate: float | None, model: str | None = 
     cfg = cfg or TypingConfig()
     con = connect(results_dir)
     try:
-        rows = con.sql(sql_text("_typing_inputs")).to_arrow_table().to_pylist()
+        table = con.sql(sql_text("_typing_inputs")).to_arrow_table()
     finally:
         con.close()
-    rows = [r for r in rows if r["live_policy"] is None and (model is None or r["model"] == model)]
-    if not rows:
+    keep = pc.is_null(table["live_policy"])
+    if model is not None:
+        keep = pc.and_(keep, pc.fill_null(pc.equal(table["model"], model), False))
+    table = table.filter(keep)
+    if table.num_rows == 0:
         raise ValueError(f"no replayed examples{f' of model {model}' if model else ''} under {results_dir}")
-    picked = one_setting(rows)
+    picked = one_setting_table(table)
     if population is not None:
         scripts = population_scripts(list(example_steps(picked)), population)
         label = f"{setting_label(picked[0])} · {population_label(population)}"
@@ -298,6 +302,29 @@ def one_setting(rows: Sequence[dict]) -> list[dict]:
     or a settings tag is another setting, never pooled with this one."""
     chosen = min(_setting(r) for r in rows)
     return [r for r in rows if _setting(r) == chosen]
+
+
+SETTING_COLUMNS = ("model", "acceptance", "tau", "variant", "verifier_mode", "settings_tag")
+
+
+def one_setting_table(table: pa.Table) -> list[dict]:
+    """:func:`one_setting` of an Arrow table, choosing in Arrow: only the chosen setting's rows become
+    Python dicts (at the study's size every step row as a dict took over 2 GB)."""
+    settings = table.select(list(SETTING_COLUMNS)).group_by(list(SETTING_COLUMNS)).aggregate([]).to_pylist()
+    chosen = min(_setting(r) for r in settings)
+    keep = None
+    for column, value in zip(SETTING_COLUMNS, chosen, strict=True):
+        col = table[column]
+        if pa.types.is_null(col.type):  # a column null in every row (Arrow's null type) compares as typed
+            col = col.cast(pa.float64() if column == "tau" else pa.string())
+        if column == "tau":
+            match = pc.equal(pc.fill_null(col, -1.0), value)
+        elif column in ("variant", "verifier_mode", "settings_tag"):
+            match = pc.equal(pc.fill_null(col, ""), value)
+        else:
+            match = pc.fill_null(pc.equal(col, value), False)
+        keep = match if keep is None else pc.and_(keep, match)
+    return table.filter(keep).to_pylist()
 
 
 def _setting(r: dict) -> tuple:
