@@ -27,6 +27,7 @@ import platform
 import statistics
 import time
 from collections import defaultdict
+from itertools import pairwise
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +67,7 @@ class Fit:
             return self.a + self.b * tokens
         if tokens <= pts[0][0]:
             return pts[0][1]
-        for (w0, s0), (w1, s1) in zip(pts, pts[1:]):
+        for (w0, s0), (w1, s1) in pairwise(pts):
             if tokens <= w1:
                 return s0 + (s1 - s0) * (tokens - w0) / (w1 - w0)
         return pts[-1][1] + self.b * (tokens - pts[-1][0])
