@@ -27,9 +27,9 @@ import platform
 import statistics
 import time
 from collections import defaultdict
-from itertools import pairwise
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
