@@ -4,7 +4,7 @@
 recorded steps and base runs (:func:`streamgen.timing.costmodel.fit_cost_model`); each replayed example is
 evaluated post hoc under each rate of the typing config and each policy — over arrays, all
 examples and rates at once (:mod:`analysis.post_hoc`, equal to :func:`streamgen.timing.policies.evaluate`
-run per example, which ``tests/typing_reference.py`` keeps as the reference) — and each live
+run per example, which ``tests/support/typing_reference.py`` keeps as the reference) — and each live
 example contributes the wait it really had.
 The rows become the ``typing_examples`` view; ``typing.sql`` aggregates them into the ``typing``
 table. Definitions: docs/timing.md.

@@ -9,7 +9,7 @@
                                                             # the typing evaluation over arrays vs the
                                                             # per-example reference, timed side by side
 
-Rows are generated column-wise with numpy/pyarrow (tests/synthetic.py), written as Parquet into a
+Rows are generated column-wise with numpy/pyarrow (tests/support/synthetic.py), written as Parquet into a
 temporary directory (one pairs and one steps file per cell, like the grid's shard files but larger),
 then ``analysis.tables`` runs every SQL file with DuckDB limited to ``--threads`` threads. Prints
 per-table wall and process CPU seconds and the total; the machine may be shared, so compare figures
@@ -19,7 +19,7 @@ the tables are equal (``bench/analysis_reference.py``; exits 1 on a difference).
 an existing synthetic directory of the same size is reused instead of regenerated.
 ``--typing-reference`` times the typing analysis's per-example rows both ways in one run — over arrays
 (``analysis.timing.typing_examples``, what the report runs) and one ``policies.evaluate`` call per
-example, rate and policy (``tests/typing_reference.py``, what it ran before) — and checks they are equal.
+example, rate and policy (``tests/support/typing_reference.py``, what it ran before) — and checks they are equal.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from analysis.report import write_report  # noqa: E402
 from analysis.tables import TABLES, connect, run_table, sql_text  # noqa: E402
 from analysis.timing import typing_examples  # noqa: E402
 from bench.analysis_reference import Seconds, now, reference_table_times, since, table_differences  # noqa: E402
-from tests.synthetic import SyntheticSpec, write_synthetic_results  # noqa: E402
+from tests.support.synthetic import SyntheticSpec, write_synthetic_results  # noqa: E402
 
 _SPEC_FILE = "bench-analysis-spec.txt"  # next to pairs/ and steps/: what --keep generated there
 
@@ -117,9 +117,9 @@ def compare(new: dict, old: dict) -> int:
 
 @contextlib.contextmanager
 def per_example_typing() -> Iterator[None]:
-    """The report's typing rows computed as before (tests/typing_reference.py), for a side-by-side time."""
+    """The report's typing rows computed as before (tests/support/typing_reference.py), for a side-by-side time."""
     import analysis.timing as timing
-    from tests.typing_reference import typing_rows
+    from tests.support.typing_reference import typing_rows
 
     arrays = timing.typing_examples
 
@@ -137,7 +137,7 @@ def per_example_typing() -> Iterator[None]:
 def typing_side_by_side(root: Path, threads: int) -> int:
     """The typing rows over arrays and per example, timed on the same inputs; 1 if they differ."""
     from streamgen.config import TypingConfig
-    from tests.typing_reference import typing_rows
+    from tests.support.typing_reference import typing_rows
 
     con = connect(root, threads=threads)
     try:

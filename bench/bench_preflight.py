@@ -1,6 +1,6 @@
 """How long the checkpoint pre-flight takes on the six study checkpoints at their real layout (issue 52).
 
-Each study model's published ``config.json`` unscaled (tests/fixtures/checkpoints: its real hidden size,
+Each study model's published ``config.json`` unscaled (tests/support/fixtures/checkpoints: its real hidden size,
 layer count and vocabulary), its real number of shards with every weight name and shape in their headers
 (the data a sparse hole: the pre-flight reads headers only), its tokenizer_config.json, and a
 ``tokenizer.json`` with one vocabulary entry and one merge per token id (a file of the published ones'
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.checkpoint_cache import STUDY_MODELS, fixture, weight_shapes, write_snapshot  # noqa: E402
+from tests.support.checkpoint_cache import STUDY_MODELS, fixture, weight_shapes, write_snapshot  # noqa: E402
 
 
 def tokenizer_json(fx: dict, vocab_size: int) -> dict:

@@ -10,7 +10,7 @@
 The data is what a real run leaves (docs/grid.md): the plan of ``grid=full`` (``jobs.plan``: its shards,
 cells and example ids; the weights need not be present) written shard by shard at
 ``jobs.writer.ResultWriter``'s paths, in the record schemas, steps then pairs, each atomically (as
-``write_shard`` does, without its round trip through record objects and without fsync), with synthetic numbers (``tests/synthetic.py``, ~8 steps per pair) under each
+``write_shard`` does, without its round trip through record objects and without fsync), with synthetic numbers (``tests/support/synthetic.py``, ~8 steps per pair) under each
 shard's real identity columns (``jobs.rows.RowContext``). ``--dir`` is built once and reused (its
 ``bench-spec.txt`` says for how many shards); the after-readers compact it, so a ``--before`` checkout from
 before compaction needs a fresh ``--dir`` (the script rebuilds it when it finds it compacted; a checkout
@@ -41,8 +41,8 @@ from jobs.rows import RowContext  # noqa: E402
 from jobs.writer import ResultWriter  # noqa: E402
 from streamgen.config import grid_config  # noqa: E402
 from streamgen.results.records import PAIRS_SCHEMA, STEPS_SCHEMA, RunRecord, write_parquet_atomic  # noqa: E402
-from tests.analysis_fixtures import run_record  # noqa: E402
-from tests.synthetic import SyntheticSpec, pairs_table, steps_table  # noqa: E402
+from tests.support.analysis_fixtures import run_record  # noqa: E402
+from tests.support.synthetic import SyntheticSpec, pairs_table, steps_table  # noqa: E402
 
 SPEC = "bench-spec.txt"
 RUN_ID = "run-study"

@@ -8,7 +8,7 @@ For each study diffusion config in configs/models/ (llada-8b, dream-7b, refusion
 model with the real checkpoint's head dimension, rope θ and attention layout (width, depth and
 vocabulary shrunk; facts below, from each checkpoint's public config.json) is built the way the
 project loads that config, run in bf16 over a request of N tokens + 64 answer positions, and its
-answer logits compared with tests/rope_reference.py's independent forward (float32 rotary tables,
+answer logits compared with tests/support/rope_reference.py's independent forward (float32 rotary tables,
 the rotation where the official code puts it) in bf16: argmax agreement of 64 and max |logit diff|.
 Next to it, the reference's own bf16-vs-fp32 gap: the noise any bf16 run carries. No timing.
 
@@ -41,7 +41,7 @@ from streamgen.decoding.bidir_models import (  # noqa: E402
 )
 from streamgen.models.rope import is_rope_buffer  # noqa: E402
 from streamgen.models.weights import torch_dtype  # noqa: E402
-from tests.rope_reference import Agreement, RefShape, agreement, reference_logits  # noqa: E402
+from tests.support.rope_reference import Agreement, RefShape, agreement, reference_logits  # noqa: E402
 
 ANSWER = 64
 VOCAB = 96

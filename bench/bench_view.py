@@ -1,6 +1,6 @@
 """The results viewer at study scale: write time and size, then load times in headless chromium.
 
-    python bench/bench_view.py                      # 10^5 pairs, ~10^6 steps (synthetic, tests/synthetic.py)
+    python bench/bench_view.py                      # 10^5 pairs, ~10^6 steps (synthetic, tests/support/synthetic.py)
     python bench/bench_view.py --pairs 10000 --keep /tmp/v
 
 Generates (or, with ``--keep DIR``, reuses) the synthetic results directory of
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.view import write_viewer  # noqa: E402
 from bench.bench_analysis import data  # noqa: E402
-from tests.browser_support import chromium  # noqa: E402
+from tests.support.browser_support import chromium  # noqa: E402
 
 
 def main() -> int:

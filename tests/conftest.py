@@ -21,7 +21,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-pytest_plugins = ["tests.suite_clock"]  # --test-times, --suite-budget: the suite watches its own time
+pytest_plugins = ["tests.support.suite_clock"]  # --test-times, --suite-budget: the suite watches its own time
 
 # Under pytest-xdist (.ci/run: -n 2 --dist loadgroup; docs/testing.md) a file is one unit of work, so
 # its module fixtures run once. The files below take the whole machine (they start Ray, submit to the
@@ -71,7 +71,7 @@ def _unit(item: pytest.Item) -> str:
 def _longest_first(items: list[pytest.Item]) -> Callable[[pytest.Item], tuple[float, int, int]]:
     """Sort key: units by their seconds in the reference run, longest first (ties and units the reference
     lacks keep collection order); tests keep their order inside a unit."""
-    from tests.suite_clock import plain_id, read_times
+    from tests.support.suite_clock import plain_id, read_times
 
     seconds: dict[str, float] = {}
     times = read_times(TIMES_REFERENCE) if TIMES_REFERENCE.is_file() else {}

@@ -97,7 +97,7 @@ def test_two_models_writing_the_same_model_and_variant_are_refused(configs: Path
 def test_preserved_share_is_a_ratio_of_token_sums(tmp_path: Path) -> None:
     """Σ accepted / Σ draft over the cell's included requests (long drafts weigh more), not a mean of ratios."""
     from streamgen.results.records import PairRecord, to_table, write_parquet_atomic
-    from tests.analysis_fixtures import pair_record
+    from tests.support.analysis_fixtures import pair_record
 
     rows = [pair_record(example_id=f"e{i}", variant=v, cell_id=str(v), draft_tokens_final=d,
                         accepted_tokens_final=a, residual_forwards=r)

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from analysis.report import write_report
 from analysis.tables import build_tables
 from streamgen.results.records import PairRecord
-from tests.analysis_fixtures import RecordSet, pair_record, write_record_set
+from tests.support.analysis_fixtures import RecordSet, pair_record, write_record_set
 from tests.test_analysis_stats import HYPO
 
 KEYS = ("model", "benchmark", "acceptance", "tau", "variant", "verifier_mode", "settings_tag")

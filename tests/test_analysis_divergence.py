@@ -13,7 +13,7 @@ import numpy as np
 
 from analysis.tables import table_over_pairs
 from streamgen.results.records import PairRecord, to_table
-from tests.analysis_fixtures import pair_record
+from tests.support.analysis_fixtures import pair_record
 
 
 def _pair(i: int, *, diff: int | None, margin: float | None = None, draft: bool | None = None,

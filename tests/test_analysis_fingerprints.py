@@ -1,7 +1,7 @@
 """One meaning per row: each (cell fingerprint, example) counted once; several fingerprints of one cell
 name are separate, labelled rows; --latest keeps the newest; rows without a fingerprint still work.
 
-Record sets come from hypothesis (tests/analysis_fixtures.py); a copy of some rows is written again
+Record sets come from hypothesis (tests/support/analysis_fixtures.py); a copy of some rows is written again
 by an older run with poisoned numbers, so any double counting or a wrong pick shows.
 """
 
@@ -20,7 +20,7 @@ from analysis.fingerprints import differing_keys
 from analysis.report import write_report
 from analysis.tables import build_tables
 from streamgen.results.records import PairRecord, to_table
-from tests.analysis_fixtures import RecordSet, pair_record, record_sets, write_record_set
+from tests.support.analysis_fixtures import RecordSet, pair_record, record_sets, write_record_set
 from tests.test_analysis_stats import HYPO, assert_matches, cell_stats, reference
 
 POISON = dict(base_forwards=10**6, residual_forwards=1, base_quality=1.0, stream_quality=0.0)
@@ -112,7 +112,7 @@ def test_the_typing_table_keeps_fingerprints_apart(tmp_path: Path) -> None:
     import random
 
     from analysis.timing import build_typing
-    from tests.analysis_fixtures import steps_for
+    from tests.support.analysis_fixtures import steps_for
 
     rows = [pair_record(run_id="run-1", example_id=f"e{i}", cell_fingerprint="fp16", cell_settings=_settings())
             for i in range(3)]

@@ -18,7 +18,7 @@ import pytest
 from analysis.tables import build_tables
 from streamgen.results.records import PairRecord, to_table
 from streamgen.results.result_files import file_problem, list_files, literal_glob, readable_files
-from tests.analysis_fixtures import RecordSet, pair_record, write_record_set
+from tests.support.analysis_fixtures import RecordSet, pair_record, write_record_set
 
 N = 6
 

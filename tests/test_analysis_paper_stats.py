@@ -26,8 +26,8 @@ from streamgen.models.registry import load_decoder
 from streamgen.results.records import PairRecord, StepRecord
 from streamgen.scoring.metrics import best_token_f1
 from streamgen.stream import StreamRequest, run_pair
-from tests.analysis_fixtures import RecordSet, record_sets, write_record_set
-from tests.row_support import row_context
+from tests.support.analysis_fixtures import RecordSet, record_sets, write_record_set
+from tests.support.row_support import row_context
 from tests.test_analysis_stats import (
     HYPO,
     KEY,

@@ -15,8 +15,8 @@ from matplotlib.image import imread
 from analysis.report import print_summary, write_report
 from analysis.tables import TABLES, build_tables, compare_tables
 from analysis.timing import build_typing
-from tests.analysis_fixtures import RecordSet, pair_record, write_record_set
-from tests.synthetic import SyntheticSpec, write_synthetic_results
+from tests.support.analysis_fixtures import RecordSet, pair_record, write_record_set
+from tests.support.synthetic import SyntheticSpec, write_synthetic_results
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = SyntheticSpec(
@@ -175,7 +175,7 @@ def test_run_list_shows_how_each_run_ended(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
     from streamgen.results.records import RunRecord, to_table
-    from tests.analysis_fixtures import run_record
+    from tests.support.analysis_fixtures import run_record
 
     write_record_set(tmp_path, RecordSet([pair_record()], []), with_steps=False, with_runs=False)
     runs = [dataclasses.replace(run_record("run-1"), status="interrupted", stop_signal="SIGTERM"),

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 
 from analysis.tables import ResultsNotFoundError, build_tables
 from streamgen.results.records import PairRecord, to_table
-from tests.analysis_fixtures import RecordSet, pair_record, record_sets, write_record_set
+from tests.support.analysis_fixtures import RecordSet, pair_record, record_sets, write_record_set
 
 KEY = ("model", "benchmark", "acceptance", "tau", "variant", "verifier_mode")
 SETTING = ("model", "acceptance", "tau", "variant", "verifier_mode")
@@ -317,7 +317,7 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
     from streamgen.models.registry import load_decoder
     from streamgen.models.scripted import SCRIPTS
     from streamgen.stream import StreamRequest, run_pair
-    from tests.row_support import row_context
+    from tests.support.row_support import row_context
 
     req = StreamRequest("e1", (), ("Write a function that adds two numbers. ", "Use type hints."))
     expect = {"constant": "all", "lastsegment": "none", "prefix": "part"}

@@ -1,7 +1,7 @@
 """Damaged checkpoints, each refused by the pre-flight in one line naming the file and the fix, never a
 traceback (issue 52): every file the pre-flight and the estimate read may be empty, cut, not JSON or
 JSON of another shape; the weight map is checked as the loader will read it; the cache is found as
-huggingface_hub finds it. The fixtures are the scaled study checkpoints of tests/checkpoint_cache.py,
+huggingface_hub finds it. The fixtures are the scaled study checkpoints of tests/support/checkpoint_cache.py,
 damaged here by design; what each must say follows from that design."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from jobs.preflight import preflight
 from streamgen.config import ModelConfig, model_config
 from streamgen.models.hub_cache import hub_cache_dir
-from tests.checkpoint_cache import (
+from tests.support.checkpoint_cache import (
     COMMIT,
     STUDY_MODELS,
     fixture,

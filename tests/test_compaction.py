@@ -25,7 +25,7 @@ from streamgen.results import compaction
 from streamgen.results.manifest import ManifestError, manifest_path, merged_dir, read_manifest
 from streamgen.results.result_files import list_files, readable_files
 from streamgen.results.results_dir import ResultsDirLocked, hold
-from tests.view_support import scripted_plan, scripted_results
+from tests.support.view_support import scripted_plan, scripted_results
 
 ROOT = Path(__file__).resolve().parents[1]
 

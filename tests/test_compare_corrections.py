@@ -11,7 +11,7 @@ import pytest
 
 from bench.compare_corrections import compare, main
 from streamgen.config import TypingConfig
-from tests.view_support import scripted_results
+from tests.support.view_support import scripted_results
 
 pytestmark = pytest.mark.slow  # two scripted grids at word granularity: about a minute
 

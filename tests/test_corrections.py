@@ -25,7 +25,7 @@ from streamgen.stream import PairOutcome
 from streamgen.timing.corrections import state_at, typed_states, typos, with_corrections
 from streamgen.timing.timeline import TypingModel
 from streamgen.timing.timeline import paragraph_ends as text_paragraph_ends
-from tests.row_support import row_context
+from tests.support.row_support import row_context
 from tests.test_shards import BENCHES, IDS, MODELS, _grid
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz" * 800  # 20,800 typable characters, no whitespace

@@ -20,8 +20,8 @@ from streamgen.config import benchmark_config
 from streamgen.decoding.base import draft_fingerprint
 from streamgen.demo.server import create_app
 from streamgen.requests.segment import segment
-from tests.browser_support import chromium
-from tests.demo_support import HeldClock, ServerThread, config, tiny_decoder, user
+from tests.support.browser_support import chromium
+from tests.support.demo_support import HeldClock, ServerThread, config, tiny_decoder, user
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ pytest.importorskip("uvicorn", reason="the demo needs its extra: pip install -e 
 
 from streamgen.demo.guard import allowed_hosts  # noqa: E402
 from streamgen.demo.server import create_app, max_body  # noqa: E402
-from tests.demo_support import ServerThread, config, tiny_decoder, wait_for  # noqa: E402
+from tests.support.demo_support import ServerThread, config, tiny_decoder, wait_for  # noqa: E402
 
 CFG = config(max_sessions=4)
 

@@ -21,7 +21,7 @@ from streamgen.demo.server import create_app
 from streamgen.demo.settings import parse_args
 from streamgen.requests.segment import segment
 from streamgen.timing.policies import Policy
-from tests.demo_support import config, tiny_decoder, user, wait_for
+from tests.support.demo_support import config, tiny_decoder, user, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 REQUEST = "Write a function that adds two numbers. It should handle floats. Return the sum. Thanks."

@@ -22,7 +22,7 @@ import pytest
 from streamgen.config import REPO_ROOT
 from streamgen.results.records import PairRecord, read_parquet_validated
 from streamgen.results.results_dir import LOCK_NAME
-from tests.fs_support import SmallDisk, repo_results_lock, small_disk
+from tests.support.fs_support import SmallDisk, repo_results_lock, small_disk
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -39,10 +39,10 @@ def _env(home: Path) -> dict[str, str]:
 
 def _start(args: list[str], home: Path, slow: bool = False, **kw: Any) -> subprocess.Popen[str]:
     """The workflow in its own session (``setsid``), as a batch system starts it; ``slow``: each example
-    waits 0.5 s first (tests/perturb), so the run outlasts what a test does while it runs."""
+    waits 0.5 s first (tests/support/perturb), so the run outlasts what a test does while it runs."""
     env = _env(home)
     if slow:
-        env.update(PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "tests" / "perturb"), str(REPO_ROOT)]),
+        env.update(PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "tests" / "support" / "perturb"), str(REPO_ROOT)]),
                    STREAMGEN_TEST_PERTURB="slow-examples")
     return subprocess.Popen([sys.executable, str(WORKFLOW), *args], cwd=REPO_ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **kw)

@@ -19,7 +19,7 @@ from streamgen.benchmarks import exclusion_reason, load_benchmark
 from streamgen.config import REPO_ROOT, benchmark_config, model_config
 from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest, run_pair
-from tests.fs_support import repo_results_lock
+from tests.support.fs_support import repo_results_lock
 
 pytestmark = pytest.mark.integration
 LIMIT, MAX_NEW_TOKENS = int(os.environ.get("STREAMGEN_SMOLLM2_LIMIT", "10")), 64

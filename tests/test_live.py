@@ -21,7 +21,7 @@ from streamgen.stream import StreamRequest, run_pair
 from streamgen.timing.costmodel import LinearCost
 from streamgen.timing.policies import Policy, StepFacts, evaluate
 from streamgen.timing.timeline import TypingModel, arrival_times
-from tests.row_support import row_context
+from tests.support.row_support import row_context
 
 LAW = LinearCost(a_s=0.5, b_s=0.01)
 REQUEST = StreamRequest("live", (), ("Write a function. ", "It adds. ", "Use hints."))  # 18, 27, 37 chars

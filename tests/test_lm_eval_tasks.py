@@ -1,6 +1,6 @@
 """``benchmarks=[lm_eval:TASK]``: lm-eval's own tasks through the grid, scored as lm-eval scores them.
 
-Three task styles (tests/lm_eval_tasks.py) run once through workflows/full_grid.py on
+Three task styles (tests/support/lm_eval_tasks.py) run once through workflows/full_grid.py on
 ``scripted-ar-constant`` (module fixture, ~40 s with Ray's start): a GSM8K-style task (regex filters,
 exact_match with regexes_to_ignore), a few-shot task, a chat-template task (multi-turn few-shot, system
 instruction). Each test names the fact on the way: the prompt lm-eval itself sends, what streams, the
@@ -37,7 +37,7 @@ from streamgen.config import (  # noqa: E402
     grid_config,
     lm_eval_benchmark_config,
 )
-from tests.lm_eval_tasks import ANSWER, CHAT_OPTIONS, N_DOCS, TASKS, write_tasks  # noqa: E402
+from tests.support.lm_eval_tasks import ANSWER, CHAT_OPTIONS, N_DOCS, TASKS, write_tasks  # noqa: E402
 
 MODEL = "scripted-ar-constant"
 METRICS = {"gsm_local": "exact_match,flexible-extract", "fewshot_local": "exact_match,none",

@@ -1,7 +1,7 @@
 """The nightly regression check: comparison logic (fast) and the real nightly grid (integration).
 
 The integration tests run ``workflows/nightly.py`` in a subprocess, once as is (must pass against the
-committed baseline) and once with the TEST-ONLY off-by-one acceptance of tests/perturb/sitecustomize.py
+committed baseline) and once with the TEST-ONLY off-by-one acceptance of tests/support/perturb/sitecustomize.py
 (must fail and name the moved cells).
 """
 
@@ -19,7 +19,7 @@ import pytest
 
 from analysis import regression, tables
 from streamgen.config import REPO_ROOT, grid_config, to_yaml
-from tests.analysis_fixtures import RecordSet, pair_record, write_record_set
+from tests.support.analysis_fixtures import RecordSet, pair_record, write_record_set
 
 
 def _row(example: str, *, bench: str = "humaneval", acceptance: str = "greedy", tau: float | None = None,
@@ -217,7 +217,7 @@ def test_nightly_grid_passes_against_its_baseline(tmp_path: Path) -> None:
 @pytest.mark.integration
 @pytest.mark.slow
 def test_perturbed_acceptance_fails_and_names_the_moved_cells(tmp_path: Path) -> None:
-    perturb = str(REPO_ROOT / "tests" / "perturb")
+    perturb = str(REPO_ROOT / "tests" / "support" / "perturb")
     pythonpath = os.pathsep.join(p for p in (perturb, os.environ.get("PYTHONPATH", "")) if p)
     proc, report = _nightly(tmp_path, {"PYTHONPATH": pythonpath, "STREAMGEN_TEST_PERTURB": "accept-off-by-one"})
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]

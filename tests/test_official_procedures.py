@@ -1,7 +1,7 @@
 """The diffusion decoders follow the official samplers: same tokens, same forwards (issue 26).
 
 Each decoder is compared with the deliberately simple reimplementation of its official procedure in
-``tests/official_samplers.py`` on tiny random fp32 models, over several (generation length, block,
+``tests/support/official_samplers.py`` on tiny random fp32 models, over several (generation length, block,
 steps) settings, with and without an early EOS; forward counts are also checked against the official
 procedure's formula written here. Every project difference is an option, off by default; each is
 shown to change what it names.
@@ -24,7 +24,7 @@ from streamgen.decoding.bidir_sampler import (
 from streamgen.decoding.refusion import DEVIATIONS as REFUSION_DEVIATIONS
 from streamgen.decoding.refusion import ReFusionSettings, SlotGeometry, refusion_eos_ids, slot_geometry
 from streamgen.models.registry import FAMILIES, load_decoder
-from tests.official_samplers import dream_generate, llada_generate, refusion_generate
+from tests.support.official_samplers import dream_generate, llada_generate, refusion_generate
 
 ADDS = [{"role": "user", "content": "Write a function that adds two numbers."}]
 HASH = [{"role": "user", "content": "Can you explain how a hash table works? Make it short."}]

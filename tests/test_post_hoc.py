@@ -1,5 +1,5 @@
 """The array evaluation of the typing analysis (analysis.post_hoc, via analysis.timing.typing_examples)
-equals the per-example reference (tests/typing_reference.py: one policies.evaluate call per example, rate
+equals the per-example reference (tests/support/typing_reference.py: one policies.evaluate call per example, rate
 and policy) row for row, value for value, on generated step rows: several models (one with too little data
 for a cost model), replayed and live examples, pasted blocks, simultaneous arrivals and ties (times on a
 binary grid, so a step can end exactly when a segment arrives), drafts accepted in part, drafts cut shorter than
@@ -21,7 +21,7 @@ from analysis.post_hoc import StepColumns, post_hoc_lanes
 from analysis.timing import typing_examples
 from streamgen.config import TypingConfig
 from streamgen.timing.policies import Policy
-from tests.typing_reference import typing_rows
+from tests.support.typing_reference import typing_rows
 
 
 @st.composite

@@ -1,5 +1,5 @@
 """The pre-flight on scaled-down copies of the six study checkpoints laid out as a Hugging Face cache
-(tests/checkpoint_cache.py, tests/fixtures/checkpoints/): each passes as published, and each kind of
+(tests/support/checkpoint_cache.py, tests/support/fixtures/checkpoints/): each passes as published, and each kind of
 breakage gives its one line (a renamed weight, a missing shard, a wrong mask id, a missing snapshot
 with its download command, a gated one with the licence to accept)."""
 
@@ -14,7 +14,7 @@ import pytest
 from jobs.preflight import preflight
 from streamgen.config import model_config
 from streamgen.models.checkpoints import causal_lm_expected, stored_weights
-from tests.checkpoint_cache import (
+from tests.support.checkpoint_cache import (
     COMMIT,
     STUDY_MODELS,
     fixture,

@@ -142,7 +142,7 @@ def test_table_statistics_follow_from_the_records(tmp_path: Path) -> None:
 
 
 def _pairs_row(example: str, answer: str, tokens: int, budget: int) -> PairRecord:
-    from tests.analysis_fixtures import pair_record
+    from tests.support.analysis_fixtures import pair_record
 
     return pair_record(model="scripted-ar-constant", benchmark="coedit", example_id=example,
                        base_answer=answer, base_answer_tokens=tokens,

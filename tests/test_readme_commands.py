@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from streamgen.config import REPO_ROOT
-from tests.ds1000_support import skip_without_ds1000
-from tests.fs_support import repo_results_lock
+from tests.support.ds1000_support import skip_without_ds1000
+from tests.support.fs_support import repo_results_lock
 
 README = REPO_ROOT / "README.md"
 COMMAND = re.compile(r"`(?:[^`]*&&\s*)?(python3? workflows/[a-z_]+\.py[^`]*)`")
@@ -87,7 +87,7 @@ def test_dry_run_counts_complete_shards_and_estimates_from_earlier_rows(
     from jobs.writer import ResultWriter
     from streamgen.config import grid_config
     from streamgen.results.cells import settings_json
-    from tests.analysis_fixtures import pair_record
+    from tests.support.analysis_fixtures import pair_record
 
     grid = grid_config("smoke", ["models=[tiny-llama]", "benchmarks=[mbpp]", "acceptance=[greedy]",
                                  "limit=3", "shard_size=2", f"results_dir={tmp_path}"])

@@ -22,7 +22,7 @@ from streamgen.benchmarks.check import (
     reference_sample,
 )
 from streamgen.config import benchmark_config
-from tests.ds1000_support import skip_without_ds1000
+from tests.support.ds1000_support import skip_without_ds1000
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
 WORKERS = 2

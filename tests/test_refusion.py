@@ -107,9 +107,9 @@ def test_forward_counts_follow_the_round_structure(slot_t, tok_t, expected):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_forward_counts_at_reference_thresholds_follow_the_official_sampler(seed):
-    """τ 0.9/0.4: the base run costs what generate_refusion's does (tests/official_samplers.py); a stream
+    """τ 0.9/0.4: the base run costs what generate_refusion's does (tests/support/official_samplers.py); a stream
     step that keeps nothing costs 1 verify + exactly the base run."""
-    from tests.official_samplers import refusion_generate
+    from tests.support.official_samplers import refusion_generate
 
     d = _decoder(_model(seed), 0.9, 0.4)
     _, trace = refusion_generate(d.model, d.text.render(ADDS), gen_length=G, slot_size=4, serial_num_blocks=2,

@@ -30,7 +30,7 @@ from streamgen.benchmarks.data_manifest import versioned
 from streamgen.config import ConfigError, benchmark_config, model_config, resolve_data_dir
 from streamgen.results.cells import Cell, settings_json
 from streamgen.results.records import PairRecord, RunRecord, to_table
-from tests.analysis_fixtures import pair_record, run_record
+from tests.support.analysis_fixtures import pair_record, run_record
 
 WRONG_CODE = "```python\ndef nothing():\n    return None\n```"
 SHARDS = {"coedit": ("c1", "c2"), "mbpp": ("m1", "m1")}  # two CoEdIT shards (resume), one MBPP shard

@@ -27,7 +27,7 @@ from streamgen.results.results_dir import (
     describe_os_error,
     hold,
 )
-from tests.fs_support import SmallDisk, small_disk
+from tests.support.fs_support import SmallDisk, small_disk
 from tests.test_writer import _pair, _shard, _step
 
 HOLDER = """

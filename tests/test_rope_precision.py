@@ -1,7 +1,7 @@
 """RoPE in float32 at any model dtype (issue 37, item 1; docs/diffusion.md "RoPE precision").
 
 The in-project LLaDA and Dream forwards in bf16, at positions past 1,024 with head dimension 128 and
-the real rope θ, against tests/rope_reference.py: a simple forward written independently, with the
+the real rope θ, against tests/support/rope_reference.py: a simple forward written independently, with the
 rotary tables in float32 and the rotation where each family's official code puts it. And the
 frequency buffers' dtype and values after every kind of cast, for BidirLM and the tiny HF paths.
 """
@@ -19,7 +19,7 @@ from streamgen.decoding import bidirectional, diffusion_gemma
 from streamgen.decoding.bidir_models import BidirLM, load_bidir_checkpoint, spec_from_config, tiny_bidir_model
 from streamgen.models.rope import is_rope_buffer
 from streamgen.models.weights import load_model_and_tokenizer
-from tests.rope_reference import RefShape, agreement, reference_logits
+from tests.support.rope_reference import RefShape, agreement, reference_logits
 
 HEAD_DIM = 128
 THETA = {"llada": 5e5, "dream": 1e6}  # LLaDA-8B's and Dream-7B's config.json

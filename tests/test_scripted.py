@@ -16,7 +16,7 @@ from streamgen.config import ConfigError, model_config
 from streamgen.models.registry import load_decoder
 from streamgen.models.scripted import SCRIPTS, pool_tokens
 from streamgen.stream import StreamRequest, run_pair
-from tests.forward_count import counting_calls
+from tests.support.forward_count import counting_calls
 
 SEGMENTS = ("Write a function that adds two numbers. ", "It should handle floats. ", "Use type hints.")
 REQ = StreamRequest("ex", (), SEGMENTS)

@@ -21,7 +21,7 @@ from jobs.rows import ShardRows, score_unit
 from jobs.shared_work import group_shards
 from streamgen.acceptance_rules import column_param
 from streamgen.config import grid_config
-from tests.forward_count import predicted_forwards_executed
+from tests.support.forward_count import predicted_forwards_executed
 
 MODELS = ["scripted-ar-calibrated", "scripted-refusion-calibrated", "scripted-llada-calibrated",
           "scripted-dgemma-calibrated"]

@@ -23,7 +23,7 @@ import pytest
 
 from jobs import executors
 from streamgen.config import REPO_ROOT, ConfigError, GridConfig, cluster_config, grid_config
-from tests.analysis_fixtures import read_pairs
+from tests.support.analysis_fixtures import read_pairs
 
 
 def _controller_answers() -> bool:

@@ -11,7 +11,7 @@ import pytest
 
 from jobs import executors, slurm_inventory
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, cluster_config, grid_config
-from tests.analysis_fixtures import read_pairs
+from tests.support.analysis_fixtures import read_pairs
 
 SINFO = """\
 gpu01|64|gpu:a100:4(S:0-1)|a100,ib|gpu*

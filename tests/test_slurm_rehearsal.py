@@ -24,7 +24,7 @@ from jobs.actors import GPU_ACTOR_CPUS
 from jobs.plan import plan_grid
 from jobs.preflight import grid_models
 from streamgen.config import ConfigError, cluster_config, grid_config
-from tests.analysis_fixtures import read_pairs
+from tests.support.analysis_fixtures import read_pairs
 from tests.test_slurm_cluster import _final_states, _job_ids, _runs, _sinfo_nodes, _wait
 from tests.test_slurm_cluster import pytestmark as pytestmark  # the same marks and skip: no Slurm controller
 

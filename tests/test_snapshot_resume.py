@@ -15,7 +15,7 @@ from jobs.preflight import preflight, recorded_snapshots, snapshot_conflicts
 from jobs.writer import ResultWriter
 from streamgen.config import ConfigError, grid_config, model_config
 from streamgen.results.records import SCHEMA_VERSION, RunRecord
-from tests.checkpoint_cache import COMMIT, STUDY_MODELS, write_snapshot
+from tests.support.checkpoint_cache import COMMIT, STUDY_MODELS, write_snapshot
 
 OLD = "a" * 40
 

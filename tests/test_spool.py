@@ -34,7 +34,7 @@ from jobs.shared_work import group_shards
 from jobs.spool import SpoolKey, UnitSpool, spool_path
 from jobs.tasks import DecodedShard, ExampleTask, Placement, ShardTask
 from streamgen.config import grid_config
-from tests.forward_count import predicted_forwards_executed
+from tests.support.forward_count import predicted_forwards_executed
 
 ray = pytest.importorskip("ray")
 

@@ -21,7 +21,7 @@ from analysis.sql_template import CELL_KEY, NOT_NULL, SqlTemplateError, expand, 
 from analysis.table_specs import TABLE1
 from analysis.tables import SQL_DIR, build_tables, sql_text
 from streamgen.results.records import PairRecord, ReportColumn, report_columns, reported
-from tests.analysis_fixtures import RecordSet, pair_record, write_record_set
+from tests.support.analysis_fixtures import RecordSet, pair_record, write_record_set
 
 N = "NULLS FIRST"
 

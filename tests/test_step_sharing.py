@@ -27,7 +27,7 @@ from streamgen.config import grid_config
 from streamgen.decoding.memo import DecodeMemo
 from streamgen.results.records import PairRecord, StepRecord, to_table
 from streamgen.stream_tree import StreamTree
-from tests.forward_count import predicted_forwards_executed
+from tests.support.forward_count import predicted_forwards_executed
 
 FAMILIES = {"autoregressive": ["tiny-llama", "scripted-ar-calibrated"],
             "refusion": ["tiny-refusion", "scripted-refusion-calibrated"],

@@ -14,7 +14,7 @@ from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.models.registry import load_decoder
 from streamgen.results.records import PAIRS_SCHEMA, STEPS_SCHEMA, PairRecord, StepRecord, to_table
 from streamgen.stream import PairOutcome, RequestError, StreamRequest, run_pair
-from tests.row_support import row_context
+from tests.support.row_support import row_context
 
 ARCHS = ("llama", "qwen3", "gemma3")
 SENTENCES = ("Write a function. ", "It adds two numbers. ", "Return the sum!", " Handle empty lists. ",

@@ -1,4 +1,4 @@
-"""The suite's own clock (tests/suite_clock.py): each test's time and outcome written once, the slowest
+"""The suite's own clock (tests/support/suite_clock.py): each test's time and outcome written once, the slowest
 listed against an earlier run, a loud warning past the budget; with and without pytest-xdist."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.suite_clock import Timing, plain_id, read_times, summary_lines, write_times
+from tests.support.suite_clock import Timing, plain_id, read_times, summary_lines, write_times
 
 pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[1]
@@ -50,7 +50,7 @@ def test_param(x):
 def _run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Timing]]:
     pytester.makepyfile(test_designed=SUITE)
     out = pytester.path / "times.tsv"
-    result = pytester.runpytest_subprocess("-p", "tests.suite_clock", "-p", "no:cacheprovider",
+    result = pytester.runpytest_subprocess("-p", "tests.support.suite_clock", "-p", "no:cacheprovider",
                                            f"--test-times={out}", "--suite-budget=0.01", "--slowest=3", *args)
     return result, read_times(out)
 

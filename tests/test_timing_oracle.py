@@ -1,4 +1,4 @@
-"""The timing layer against an independent oracle (tests/timing_oracle.py) on generated timelines.
+"""The timing layer against an independent oracle (tests/support/timing_oracle.py) on generated timelines.
 
 Three checks, each over hypothesis-generated timelines (derandomised, so every run draws the same):
 ``policies.evaluate`` (every, latest, every_k, cap), ``analysis.simulate.simulate_once`` (K users, its four
@@ -32,8 +32,8 @@ from streamgen.stream import StreamRequest
 from streamgen.timing.costmodel import LinearCost
 from streamgen.timing.policies import Policy, PolicyOutcome, StepFacts, evaluate
 from streamgen.timing.timeline import TypingModel, arrival_times
-from tests import timing_oracle as oracle
-from tests.timing_oracle import TICK, Job, Schedule, describe, ticks
+from tests.support import timing_oracle as oracle
+from tests.support.timing_oracle import TICK, Job, Schedule, describe, ticks
 
 LAW = LinearCost(a_s=8 * TICK, b_s=TICK)  # 0.25 s per forward + 1/32 s per token fed: on the tick grid
 GAPS = (0, 0, 1, 4, 16, 32, 64, "tie")  # ticks between arrivals; "tie": the previous step's wall exactly

@@ -19,7 +19,7 @@ from analysis.timing import build_typing
 from streamgen.config import TypingConfig
 from streamgen.results.records import StepRecord
 from streamgen.timing.policies import StepFacts
-from tests.analysis_fixtures import RecordSet, pair_record, write_record_set
+from tests.support.analysis_fixtures import RecordSet, pair_record, write_record_set
 from tests.test_typing_policies import COST, _example
 
 STEPS = _example(10.0)  # forwards, tokens fed, draft in, accepted, generated of 4 steps (the law's walls)

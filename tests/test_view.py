@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 
 from analysis.view import STEP_COLUMNS, main, read_js, write_viewer
 from streamgen.models.scripted import SCRIPTS
-from tests.analysis_fixtures import record_sets, write_record_set
-from tests.view_support import ERROR_EXAMPLE, scripted_results
+from tests.support.analysis_fixtures import record_sets, write_record_set
+from tests.support.view_support import ERROR_EXAMPLE, scripted_results
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import pytest
 
 from analysis.view import read_js, write_viewer
 from streamgen.models.scripted import SCRIPTS
-from tests.browser_support import chromium
-from tests.view_support import ERROR_EXAMPLE, scripted_plan, scripted_results
+from tests.support.browser_support import chromium
+from tests.support.view_support import ERROR_EXAMPLE, scripted_plan, scripted_results
 
 pytestmark = pytest.mark.integration
 

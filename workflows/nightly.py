@@ -50,7 +50,7 @@ from streamgen.results.version import code_version  # noqa: E402
 
 log = logging.getLogger("nightly")
 BASELINE = REPO_ROOT / "baselines" / "nightly.json"
-PERTURB_ENV = "STREAMGEN_TEST_PERTURB"  # tests/perturb/sitecustomize.py; see docs/cluster.md
+PERTURB_ENV = "STREAMGEN_TEST_PERTURB"  # tests/support/perturb/sitecustomize.py; see docs/cluster.md
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

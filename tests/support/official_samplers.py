@@ -203,7 +203,7 @@ def refusion_generate(model, prompt: list[int], *, gen_length: int, slot_size: i
 
 
 def _parity_table() -> None:
-    """``python -m tests.official_samplers``: every setting test_official_procedures.py compares, with the
+    """``python -m tests.support.official_samplers``: every setting test_official_procedures.py compares, with the
     project's and the reference's tokens and forwards side by side (the figures of issue 26's note)."""
     from streamgen.config import model_config
     from streamgen.models.registry import load_decoder

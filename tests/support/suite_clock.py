@@ -93,7 +93,7 @@ def summary_lines(tests: dict[str, Timing], wall_s: float, slowest: int, budget_
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("suite clock", "the suite's own time (tests/suite_clock.py)")
+    group = parser.getgroup("suite clock", "the suite's own time (tests/support/suite_clock.py)")
     group.addoption("--test-times", type=Path, help="write each test's seconds, outcome and id here (TSV)")
     group.addoption("--test-times-reference", type=Path, help="an earlier --test-times file to compare with")
     group.addoption("--suite-budget", type=float, help="warn loudly past this many seconds of wall")

@@ -1,4 +1,4 @@
-"""Scaled-down study checkpoints laid out as a Hugging Face cache, from tests/fixtures/checkpoints/*.json.
+"""Scaled-down study checkpoints laid out as a Hugging Face cache, from tests/support/fixtures/checkpoints/*.json.
 
 Each fixture holds a study model's real ``config.json`` (with the public source of its facts), the
 sizes it is scaled down to, its weight names with their shapes as formulas over the config, and its
