@@ -64,7 +64,7 @@ def test_smollm2_humaneval_first_requests_greedy_is_lossless() -> None:
         print(_table(rows[-1:]).splitlines()[2], flush=True)  # progress, visible with -s
     table = _table(rows)
     out = REPO_ROOT / "results" / "integration" / "smollm2-humaneval.md"
-    with repo_results_lock():  # tests/test_readme_commands.py asserts a dry run writes nothing there
+    with repo_results_lock():  # tests/repo/test_readme_commands.py asserts a dry run writes nothing there
         out.parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(f"SmolLM2-135M-Instruct, fp32 CPU, greedy, max_new_tokens={MAX_NEW_TOKENS}\n\n{table}\n")
     print("\n" + table)

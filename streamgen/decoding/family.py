@@ -2,7 +2,7 @@
 
 Each decoder module declares one :class:`FamilyPlugin` named ``FAMILY``; :mod:`streamgen.models.registry` lists
 them explicitly (no names looked up at run time). Loading comes from :mod:`streamgen.models.weights`, a leaf
-the decoder modules may import, so no decoder module imports the registry (tests/test_import_direction.py).
+the decoder modules may import, so no decoder module imports the registry (tests/repo/test_import_direction.py).
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def write_times(path: Path, tests: dict[str, Timing]) -> None:
 
 def summary_lines(tests: dict[str, Timing], wall_s: float, slowest: int, budget_s: float | None,
                   reference: dict[str, Timing] | None) -> list[str]:
-    """What the run prints at its end (also a pure function, tested in tests/test_suite_clock.py)."""
+    """What the run prints at its end (also a pure function, tested in tests/repo/test_suite_clock.py)."""
     total = sum(t.seconds for t in tests.values())
     lines = [f"wall {wall_s:.0f} s, test time {total:.0f} s over {len(tests)} tests"
              + (f"; budget {budget_s:.0f} s of wall" if budget_s is not None else "")]

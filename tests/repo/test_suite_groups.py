@@ -9,7 +9,9 @@ from pathlib import Path
 
 from tests.conftest import MACHINE_FILES
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
+# every test file by its name: MACHINE_FILES are basenames, unique under tests/
+FILES = {p.name: p for p in TESTS.rglob("test_*.py")}
 TAKES_THE_MACHINE = re.compile(r'start_ray\(|ray\.init\(|run_grid\(|run_grid_on_cluster\(|submit_grid\(|'
                                r'sync_playwright|browser_support|"full_grid\.py"|"nightly\.py"|"adapt\.py"')
 NOT_MACHINE = {
@@ -21,11 +23,11 @@ NOT_MACHINE = {
 
 
 def test_every_file_that_takes_the_machine_is_in_its_group() -> None:
-    found = {p.name for p in TESTS.glob("test_*.py")
-             if p.name != Path(__file__).name and TAKES_THE_MACHINE.search(p.read_text())}
+    found = {name for name, p in FILES.items()
+             if name != Path(__file__).name and TAKES_THE_MACHINE.search(p.read_text())}
     missing = sorted(found - MACHINE_FILES - NOT_MACHINE.keys())
     assert not missing, f"add these to MACHINE_FILES in tests/conftest.py (or to NOT_MACHINE, saying why): {missing}"
-    assert all((TESTS / name).is_file() for name in MACHINE_FILES | NOT_MACHINE.keys()), "a listed file is gone"
+    assert all(name in FILES for name in MACHINE_FILES | NOT_MACHINE.keys()), "a listed file is gone"
     assert not MACHINE_FILES & NOT_MACHINE.keys()
 
 

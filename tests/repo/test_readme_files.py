@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHECKED = ("streamgen", "jobs", "workflows", "analysis")
 ENTRY = re.compile(r"^( {0,2})(\S+)(?:\s|$)")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # git writes `<<<<<<< label` and `>>>>>>> label` (the label may be empty); `=======` alone could be a
 # Markdown heading underline, so only the two outer markers are sought.
 MARKER = re.compile(rb"^(<{7}|>{7})( |$)", re.MULTILINE)

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SUFFIXES = (".py", ".md", ".yaml", ".sql", ".toml", ".sh")
 TOP_DIRS = ("streamgen", "jobs", "analysis", "workflows", "docs", "configs", "tests", "bench", "scripts",
             "data", "baselines", ".ci")

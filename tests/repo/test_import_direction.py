@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("streamgen", "jobs", "workflows", "analysis")
 # package → top-level names (ours and third-party) it must never import
 FORBIDDEN = {

@@ -11,7 +11,7 @@ import pytest
 from tests.support.suite_clock import Timing, plain_id, read_times, summary_lines, write_times
 
 pytest_plugins = ["pytester"]
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # A designed suite: its outcomes and the least time each test takes are known from the code.
 SUITE = '''
