@@ -5,7 +5,7 @@
 (example, rate); a policy's schedule rule advances every lane one step per iteration with numpy, so
 the loop runs as many times as the longest example has steps, not once per step of every example.
 Each operation is the one :mod:`streamgen.timing.policies` performs, in the same order and in float64, so
-the figures equal ``evaluate``'s exactly (``tests/test_post_hoc.py`` checks this against the
+the figures equal ``evaluate``'s exactly (``tests/analysis/test_post_hoc.py`` checks this against the
 per-example evaluator on generated timelines). Arrivals must not decrease within an example (a
 prefix never arrives before a shorter one; :func:`post_hoc_lanes` checks it).
 

@@ -5,7 +5,7 @@ commit before (``_dedup``: a window over every pairs row; ``fingerprints``: coun
 every row; ``step_summary`` and ``draft_stability``: steps aggregated and self-joined on their three
 string keys). ``reference_tables`` runs them, with every other file from ``analysis/sql/``, exactly
 as ``analysis.tables`` ran them then; ``bench/bench_analysis.py --reference`` times them side by side
-with today's SQL and ``tests/test_analysis_reference.py`` checks that every table is equal, row for
+with today's SQL and ``tests/analysis/test_analysis_reference.py`` checks that every table is equal, row for
 row. Never edit a copy to make a comparison pass: a difference is a change in what a table means.
 When a table's meaning changes on purpose, delete its copy in the same commit.
 

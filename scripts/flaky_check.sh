@@ -15,8 +15,8 @@ shift || true
 files=("$@")
 if [ ${#files[@]} -eq 0 ]; then
   files=(tests/test_scheduler.py tests/test_spool.py tests/test_stop_signals.py tests/test_preemption.py
-         tests/test_grid_bad_day.py tests/test_grid_e2e.py tests/test_full_grid_cli.py tests/test_live.py
-         tests/test_results_dir.py tests/test_actor_placement.py tests/test_adapt_workflow.py
+         tests/workflows/test_grid_bad_day.py tests/test_grid_e2e.py tests/workflows/test_full_grid_cli.py tests/test_live.py
+         tests/test_results_dir.py tests/test_actor_placement.py tests/workflows/test_adapt_workflow.py
          tests/test_demo_server.py tests/test_demo_guard.py tests/test_demo_browser.py
          tests/test_slurm_cluster.py tests/test_slurm_rehearsal.py tests/test_slurm_inventory.py)
 fi

@@ -1,7 +1,7 @@
 """jobs/executors.py: the one dispatch (local here, debug/slurm as a submitted job), no cluster needed.
 
 The grid's and the adaptation's real jobs through it: tests/test_slurm_inventory.py (debug),
-tests/test_adapt_workflow.py (debug), tests/test_slurm_cluster.py (the real Slurm).
+tests/workflows/test_adapt_workflow.py (debug), tests/test_slurm_cluster.py (the real Slurm).
 """
 
 from __future__ import annotations

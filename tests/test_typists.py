@@ -21,8 +21,8 @@ from streamgen.timing.granularity import make_segmenter
 from streamgen.timing.keylog import KeyLog, keylog_line, read_keylog, replay_arrivals
 from streamgen.timing.timeline import TypingModel, arrival_times, prefix_counts
 from streamgen.timing.typists import PRESETS, Population, Preset, chars_per_s, population
+from tests.analysis.test_timing_report import COST, _steps
 from tests.support.analysis_fixtures import RecordSet, pair_record, write_record_set
-from tests.test_timing_report import COST, _steps
 
 # ------------------------------------------------------------------------------------------
 # the population

@@ -2,7 +2,7 @@
 
 One call of :func:`streamgen.timing.policies.evaluate` per (example, rate, policy), on step rows as dicts,
 exactly as ``analysis/timing.py`` computed it before it went over arrays (:mod:`analysis.post_hoc`).
-``tests/test_post_hoc.py`` compares the two on generated step rows.
+``tests/analysis/test_post_hoc.py`` compares the two on generated step rows.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """TEST-ONLY fault injection for subprocess tests: an off-by-one in draft acceptance
-(tests/test_nightly.py), or examples made slower in wall time (tests/test_grid_bad_day.py).
+(tests/workflows/test_nightly.py), or examples made slower in wall time (tests/workflows/test_grid_bad_day.py).
 
 Python imports ``sitecustomize`` at start-up from ``sys.path``, so putting this folder on
 ``PYTHONPATH`` reaches every process of a run (the driver, Ray's workers, a Slurm job's tasks), which a

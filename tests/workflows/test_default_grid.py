@@ -14,7 +14,7 @@ from jobs.plan import plan_grid
 from streamgen.config import ConfigError, grid_config
 from workflows.full_grid import budget_line
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SIX = {"humaneval", "mbpp", "canitedit", "ds1000", "chat", "coedit"}
 
 

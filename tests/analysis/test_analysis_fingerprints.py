@@ -20,8 +20,8 @@ from analysis.fingerprints import differing_keys
 from analysis.report import write_report
 from analysis.tables import build_tables
 from streamgen.results.records import PairRecord, to_table
+from tests.analysis.test_analysis_stats import HYPO, assert_matches, cell_stats, reference
 from tests.support.analysis_fixtures import RecordSet, pair_record, record_sets, write_record_set
-from tests.test_analysis_stats import HYPO, assert_matches, cell_stats, reference
 
 POISON = dict(base_forwards=10**6, residual_forwards=1, base_quality=1.0, stream_quality=0.0)
 
@@ -131,7 +131,7 @@ def test_latest_also_picks_the_rows_of_the_typing_and_population_tables(tmp_path
     from analysis.population import build_population
     from analysis.timing import build_typing
     from streamgen.config import TypingConfig
-    from tests.test_timing_report import _steps
+    from tests.analysis.test_timing_report import _steps
 
     rows = [pair_record(run_id="run-1", example_id=f"e{i}", n_segments=4, cell_fingerprint="fp16",
                         cell_settings=_settings()) for i in range(3)]

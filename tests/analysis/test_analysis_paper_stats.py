@@ -26,9 +26,7 @@ from streamgen.models.registry import load_decoder
 from streamgen.results.records import PairRecord, StepRecord
 from streamgen.scoring.metrics import best_token_f1
 from streamgen.stream import StreamRequest, run_pair
-from tests.support.analysis_fixtures import RecordSet, record_sets, write_record_set
-from tests.support.row_support import row_context
-from tests.test_analysis_stats import (
+from tests.analysis.test_analysis_stats import (
     HYPO,
     KEY,
     SETTING,
@@ -42,6 +40,8 @@ from tests.test_analysis_stats import (
     reference,
     step_reference,
 )
+from tests.support.analysis_fixtures import RecordSet, record_sets, write_record_set
+from tests.support.row_support import row_context
 
 
 def speedup(p: PairRecord) -> float:

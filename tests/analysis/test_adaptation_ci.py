@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from analysis.report import write_report
 from analysis.tables import build_tables
 from streamgen.results.records import PairRecord
+from tests.analysis.test_analysis_stats import HYPO
 from tests.support.analysis_fixtures import RecordSet, pair_record, write_record_set
-from tests.test_analysis_stats import HYPO
 
 KEYS = ("model", "benchmark", "acceptance", "tau", "variant", "verifier_mode", "settings_tag")
 METRICS = (

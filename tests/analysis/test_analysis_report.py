@@ -18,7 +18,7 @@ from analysis.timing import build_typing
 from tests.support.analysis_fixtures import RecordSet, pair_record, write_record_set
 from tests.support.synthetic import SyntheticSpec, write_synthetic_results
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SPEC = SyntheticSpec(
     models=("refusion-8b",),
     benchmarks=("humaneval", "mbpp", "chat"),

@@ -22,10 +22,10 @@ from hypothesis import given, settings
 
 from analysis.tables import TABLES, build_tables, connect
 from bench.analysis_reference import reference_tables, table_differences
+from tests.analysis.test_analysis_fingerprints import with_older_copies
+from tests.analysis.test_analysis_stats import HYPO
 from tests.support.analysis_fixtures import write_record_set
 from tests.support.synthetic import SyntheticSpec, write_synthetic_results
-from tests.test_analysis_fingerprints import with_older_copies
-from tests.test_analysis_stats import HYPO
 
 SPEC = SyntheticSpec(examples_per_cell=12, mean_segments=5.0, variants=(None, "lora"))
 

@@ -1,0 +1,1 @@
+"""Tests of analysis/: the report's SQL and tables, timing, fingerprints, rescoring, the viewer."""
