@@ -25,8 +25,8 @@ from streamgen.stream import PairOutcome
 from streamgen.timing.corrections import state_at, typed_states, typos, with_corrections
 from streamgen.timing.timeline import TypingModel
 from streamgen.timing.timeline import paragraph_ends as text_paragraph_ends
+from tests.jobs.test_shards import BENCHES, IDS, MODELS, _grid
 from tests.support.row_support import row_context
-from tests.test_shards import BENCHES, IDS, MODELS, _grid
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz" * 800  # 20,800 typable characters, no whitespace
 SENTENCE = "Write a function that adds two numbers. It should handle floats. Use type hints."

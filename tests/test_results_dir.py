@@ -27,8 +27,8 @@ from streamgen.results.results_dir import (
     describe_os_error,
     hold,
 )
+from tests.jobs.test_writer import _pair, _shard, _step
 from tests.support.fs_support import SmallDisk, small_disk
-from tests.test_writer import _pair, _shard, _step
 
 HOLDER = """
 import sys, time

@@ -24,9 +24,11 @@ from jobs.actors import GPU_ACTOR_CPUS
 from jobs.plan import plan_grid
 from jobs.preflight import grid_models
 from streamgen.config import ConfigError, cluster_config, grid_config
+from tests.jobs.test_slurm_cluster import _final_states, _job_ids, _runs, _sinfo_nodes, _wait
+from tests.jobs.test_slurm_cluster import (
+    pytestmark as pytestmark,  # the same marks and skip: no Slurm controller
+)
 from tests.support.analysis_fixtures import read_pairs
-from tests.test_slurm_cluster import _final_states, _job_ids, _runs, _sinfo_nodes, _wait
-from tests.test_slurm_cluster import pytestmark as pytestmark  # the same marks and skip: no Slurm controller
 
 NODES, GPUS = 2, 2  # the test cluster: nodeA, nodeB with 2 fake GPUs each (.ci/slurm.sh)
 STANDINS = ["tiny-llama", "tiny-qwen3", "tiny-llada", "tiny-dream"]  # two autoregressive, two bidirectional
