@@ -15,9 +15,9 @@ shift || true
 files=("$@")
 if [ ${#files[@]} -eq 0 ]; then
   files=(tests/jobs/test_scheduler.py tests/jobs/test_spool.py tests/jobs/test_stop_signals.py tests/jobs/test_preemption.py
-         tests/workflows/test_grid_bad_day.py tests/jobs/test_grid_e2e.py tests/workflows/test_full_grid_cli.py tests/test_live.py
-         tests/test_results_dir.py tests/jobs/test_actor_placement.py tests/workflows/test_adapt_workflow.py
-         tests/test_demo_server.py tests/test_demo_guard.py tests/test_demo_browser.py
+         tests/workflows/test_grid_bad_day.py tests/jobs/test_grid_e2e.py tests/workflows/test_full_grid_cli.py tests/streamgen/test_live.py
+         tests/streamgen/results/test_results_dir.py tests/jobs/test_actor_placement.py tests/workflows/test_adapt_workflow.py
+         tests/streamgen/demo/test_demo_server.py tests/streamgen/demo/test_demo_guard.py tests/streamgen/demo/test_demo_browser.py
          tests/jobs/test_slurm_cluster.py tests/jobs/test_slurm_rehearsal.py tests/jobs/test_slurm_inventory.py)
 fi
 mkdir -p results/flaky

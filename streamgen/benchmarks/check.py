@@ -130,7 +130,7 @@ def reference_sample(bench: Benchmark, examples: Sequence[Example], every: int) 
     return [ex for i, ex in enumerate(examples) if i % every == 0 or ex.example_id in known]
 
 
-# The sweeps that the default test run samples (tests/test_references.py) and workflows/nightly.py
+# The sweeps that the default test run samples (tests/streamgen/benchmarks/test_references.py) and workflows/nightly.py
 # runs whole: benchmark name → how the test run samples it (every k-th example).
 SAMPLED_IN_TESTS: dict[str, int] = {"ds1000": 5}
 

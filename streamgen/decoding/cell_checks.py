@@ -1,7 +1,7 @@
 """Each model family's cell check (what would stop a model decoding a (benchmark, answer budget) cell),
 importable without torch: the dry run and the plan check every cell with these before anything loads.
 
-The decoder modules' ``FAMILY`` plug-ins name the same functions (tests/test_cell_checks.py checks that
+The decoder modules' ``FAMILY`` plug-ins name the same functions (tests/streamgen/decoding/test_cell_checks.py checks that
 this table and :data:`streamgen.models.registry.FAMILIES` agree); a family not listed checks nothing.
 """
 

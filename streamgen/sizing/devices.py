@@ -44,7 +44,7 @@ from streamgen.config import ConfigError
 __all__ = ["DEVICES", "TF32_ENABLED", "Device", "device_from_file", "experts_touched", "forward_seconds"]
 
 TF32_ENABLED = False
-"""Whether the project's runs enable TF32 for float32 matmuls: no (tests/test_estimate_calibration.py checks
+"""Whether the project's runs enable TF32 for float32 matmuls: no (tests/streamgen/sizing/test_estimate_calibration.py checks
 that no module sets ``allow_tf32`` or ``set_float32_matmul_precision``). The estimate prices float32 at TF32
 only if this is True."""
 

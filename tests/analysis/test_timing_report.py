@@ -1,6 +1,6 @@
 """The typing table and the K-users simulation, on constructed results with waits computed by hand.
 
-Every recorded wall time obeys 0.5 s per forward + 0.01 s per token fed (tests/test_typing_policies.py's law),
+Every recorded wall time obeys 0.5 s per forward + 0.01 s per token fed (tests/streamgen/timing/test_typing_policies.py's law),
 so the fitted cost model is that law and modelled figures are exact too.
 """
 
@@ -19,8 +19,8 @@ from analysis.timing import build_typing
 from streamgen.config import TypingConfig
 from streamgen.results.records import StepRecord
 from streamgen.timing.policies import StepFacts
+from tests.streamgen.timing.test_typing_policies import COST, _example
 from tests.support.analysis_fixtures import RecordSet, pair_record, write_record_set
-from tests.test_typing_policies import COST, _example
 
 STEPS = _example(10.0)  # forwards, tokens fed, draft in, accepted, generated of 4 steps (the law's walls)
 
@@ -58,7 +58,7 @@ def test_typing_table_by_hand(results: Path) -> None:
     fit = typing.cost_models.to_pylist()[0]
     assert fit["a_s_per_forward"] == pytest.approx(0.5) and fit["b_s_per_token"] == pytest.approx(0.01)
     rows = {(r["source"], r["policy"]): r for r in typing.summary.to_pylist()}
-    # e0 arrives at 1, 2, 3, 4 (tests/test_typing_policies.py: every-segment wait 2.71, not keeping up);
+    # e0 arrives at 1, 2, 3, 4 (tests/streamgen/timing/test_typing_policies.py: every-segment wait 2.71, not keeping up);
     # e1 at 3, 6, 9, 12: each step ends before the next arrival, so it waits the final step alone
     w0 = (max(4, max(3, max(2, 1 + 2.23) + 1.66) + 0.65) + 1.17) - 4
     w1 = 1.17

@@ -10,7 +10,7 @@ Every question has three sentences, so every request streams (no single-segment 
 - ``chat_local``: run with ``apply_chat_template``, ``fewshot_as_multiturn`` and a system instruction
   (grid options), a description, one few-shot turn.
 - ``stop_local``: ``gsm_local`` with ``until: ["DE"]``, a stop string inside the scripted answer that spans
-  two of its tokens (``D``, ``E``): the decoders stop after ``ABCDE`` (tests/test_stop_strings.py).
+  two of its tokens (``D``, ``E``): the decoders stop after ``ABCDE`` (tests/streamgen/decoding/test_stop_strings.py).
 - ``code_local``: a code task behind ``unsafe_code`` (refused); ``hub_gsm8k``: GSM8K's own hub dataset
   (refused before any model loads).
 """

@@ -1,6 +1,6 @@
 """A deliberately simple transformer forward with RoPE computed in float32, as the official code does.
 
-The independent side of tests/test_rope_precision.py and bench/bench_rope_precision.py: embeddings,
+The independent side of tests/streamgen/decoding/test_rope_precision.py and bench/bench_rope_precision.py: embeddings,
 RMSNorm (normalised in float32, cast back, then scaled), attention, SwiGLU, written here from the
 papers' equations and the official code's dtype choices (docs/diffusion.md, "RoPE precision"), reading
 the weights by their HF names from a state dict. Nothing of streamgen or of transformers' modeling code

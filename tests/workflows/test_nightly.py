@@ -200,7 +200,7 @@ def _nightly(tmp_path: Path, env_extra: dict[str, str]) -> tuple[subprocess.Comp
     env = {**os.environ, **env_extra, "HOME": str(tmp_path)}  # Ray's bootstrap file goes to a temp HOME
     proc = subprocess.run([sys.executable, str(REPO_ROOT / "workflows" / "nightly.py"),
                            f"results_dir={tmp_path / 'runs'}", "--report", str(report),
-                           "--no-references"],  # the sweep stage: tests/test_check.py
+                           "--no-references"],  # the sweep stage: tests/streamgen/benchmarks/test_check.py
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900, check=False)
     return proc, report.read_text() if report.exists() else ""
 

@@ -26,7 +26,7 @@ from streamgen.results.result_files import list_files, readable_files
 from streamgen.results.results_dir import hold
 from tests.support.view_support import scripted_results
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 _COMPACT = ("import sys; from streamgen.results import compaction; from streamgen.results.results_dir import hold\n"
             "with hold(sys.argv[1], 'other') as lock: print(compaction.compact(lock).removed)")
 

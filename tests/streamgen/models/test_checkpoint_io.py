@@ -13,8 +13,8 @@ from safetensors.torch import save_file
 
 from streamgen.decoding.bidir_models import CheckpointError, load_bidir_checkpoint, tiny_spec
 from streamgen.models import checkpoint_io
-from tests.test_bidir_models import VOCAB, _llada_checkpoint, _reference_logits
-from tests.test_gemma3_text import ReadRecorder
+from tests.streamgen.decoding.test_bidir_models import VOCAB, _llada_checkpoint, _reference_logits
+from tests.streamgen.models.test_gemma3_text import ReadRecorder
 
 LLADA_CONFIG = {"d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 4, "mlp_hidden_size": 48,
                 "vocab_size": VOCAB, "embedding_size": VOCAB, "rope_theta": 10000.0, "rms_norm_eps": 1e-5,

@@ -217,7 +217,7 @@ def test_population_waits_against_a_simple_reference(tmp_path: Path, monkeypatch
     users = 40
     cfg = TypingConfig(policies=["every"], populations=["desktop"], users=users, seed=5)
     tables = build_population(tmp_path, cfg, threads=1)
-    walls = [2.23, 1.66, 0.65, 1.17]  # tests/test_typing_policies.py's law on these steps
+    walls = [2.23, 1.66, 0.65, 1.17]  # tests/streamgen/timing/test_typing_policies.py's law on these steps
     rates = chars_per_s(Population(_fixed(), users, 5).speeds_wpm())
     waits, keeps, below = [], [], []
     for ex, base in (("e0", 3.0), ("e1", 5.0)):

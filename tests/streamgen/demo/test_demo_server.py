@@ -1,6 +1,6 @@
 """The demo server against the real app (starlette's TestClient), a tiny seeded model, and the real
 stream session: segments become steps, the final answer is the base answer under greedy, tabs are
-isolated, and every bad input is a clear message. The browser itself: tests/test_demo_browser.py."""
+isolated, and every bad input is a clear message. The browser itself: tests/streamgen/demo/test_demo_browser.py."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from streamgen.requests.segment import segment
 from streamgen.timing.policies import Policy
 from tests.support.demo_support import config, tiny_decoder, user, wait_for
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 REQUEST = "Write a function that adds two numbers. It should handle floats. Return the sum. Thanks."
 OTHER = "Sort a list of words by length. Ties keep their order. Explain briefly."
 

@@ -18,7 +18,7 @@ from streamgen.adapt.pipeline import training_record
 from streamgen.adapt.train import EncodedSet, encode_pairs, forward_precision, lora_model, summed_loss, train
 from streamgen.config import ConfigError
 from streamgen.decoding.autoregressive import AutoregressiveDecoder
-from tests.test_adapt import FAST, LORA, _pairs, fresh_model
+from tests.streamgen.adapt.test_adapt import FAST, LORA, _pairs, fresh_model
 
 BF16 = dataclasses.replace(FAST, steps=4, save_every=2, autocast="bf16")
 FP32 = dataclasses.replace(BF16, autocast="none")
@@ -35,7 +35,7 @@ class Run:
 
 
 def _run(ckpt_dir: Path, cfg: TrainSettings) -> Run:
-    """Train the tiny llama's LoRA (seeded init, the pairs of tests/test_adapt.py), watching dtypes."""
+    """Train the tiny llama's LoRA (seeded init, the pairs of tests/streamgen/adapt/test_adapt.py), watching dtypes."""
     loaded = fresh_model()
     render = AutoregressiveDecoder(loaded.model, loaded.tokenizer).render
     data = encode_pairs(_pairs(), render, lambda t: [], 0, cfg.max_length)

@@ -183,7 +183,7 @@ def test_decoders_stop_at_until_and_the_score_is_the_cut_answers(grid_run: tuple
     and the quality is what the stop-free answer ``ABCDEF`` scored, cut at ``DE`` by the scorer as before."""
     pairs = pairs_of(grid_run[0], "stop_local")
     assert [p["example_id"] for p in pairs] == [str(i) for i in range(N_DOCS)]
-    a_tokens = len("ABCDE")  # one letter a token (tests/test_stop_strings.py checks the design)
+    a_tokens = len("ABCDE")  # one letter a token (tests/streamgen/decoding/test_stop_strings.py checks the design)
     for p in pairs:
         assert (p["base_answer"], p["stream_answer"]) == ("ABCDE", "ABCDE")
         assert (p["base_answer_tokens"], p["stream_answer_tokens"]) == (a_tokens, a_tokens)

@@ -21,7 +21,7 @@ from streamgen.config import REPO_ROOT
 from streamgen.models.scripted import SCRIPTS, pool_tokens
 from streamgen.models.tokenizers import tiny_tokenizer
 from streamgen.requests.segment import segment
-from tests.test_benchmark_from_data import NAME, ROWS, write_data_benchmark
+from tests.streamgen.benchmarks.test_benchmark_from_data import NAME, ROWS, write_data_benchmark
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

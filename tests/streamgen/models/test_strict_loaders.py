@@ -2,7 +2,7 @@
 loaded by each family's own loader called directly (no pre-flight), is an error naming the checkpoint,
 never a printed report followed by a randomly initialised weight. The healthy folder loads first, so
 each test shows the loader reached the weights; the renamed one then fails on exactly that weight.
-(A multimodal Gemma-3's text loader: tests/test_gemma3_text.py, a missing language tensor.)"""
+(A multimodal Gemma-3's text loader: tests/streamgen/models/test_gemma3_text.py, a missing language tensor.)"""
 
 from __future__ import annotations
 
@@ -66,8 +66,8 @@ def test_a_transformers_family_refuses_a_weight_of_another_shape(tmp_path: Path)
 def bidir_folder(folder: Path, arch: str) -> tuple[Path, str, str]:
     """A LLaDA or Dream checkpoint folder (its own parameter names) and one of its weight names."""
     from streamgen.decoding.bidir_models import tiny_spec
-    from tests.test_bidir_models import VOCAB, _dream_checkpoint, _llada_checkpoint
-    from tests.test_checkpoint_io import LLADA_CONFIG
+    from tests.streamgen.decoding.test_bidir_models import VOCAB, _dream_checkpoint, _llada_checkpoint
+    from tests.streamgen.models.test_checkpoint_io import LLADA_CONFIG
 
     folder.mkdir()
     tiny_tokenizer().save_pretrained(folder)

@@ -1,7 +1,7 @@
 """Full reference runs: every gold answer through the real extraction, program builder and sandbox.
 
 Marked ``integration`` (minutes on two cores); run with
-``python -m pytest tests/test_references.py -m integration -q -p no:cacheprovider``.
+``python -m pytest tests/streamgen/benchmarks/test_references.py -m integration -q -p no:cacheprovider``.
 Expected counts and why the rest fail: docs/benchmarks.md.
 """
 

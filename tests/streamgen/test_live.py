@@ -102,7 +102,7 @@ def test_latest_only_live_skips_what_post_hoc_skips(decoder: Any, clock: FakeClo
     assert [t.step for t in live.timing] == [r.step for r in post.ran] == [1, 3] and post.skipped == (2,)
     assert [t.start_s for t in live.timing] == pytest.approx([r.start_s for r in post.ran], abs=1e-9)
     # by hand, not through next_step: step 1 starts at its arrival (1.8), outlasts segments 2 and 3, so the
-    # newest (3) starts the instant step 1's live work ends; tests/test_timing_oracle.py checks many more
+    # newest (3) starts the instant step 1's live work ends; tests/streamgen/timing/test_timing_oracle.py checks many more
     assert [t.start_s for t in live.timing] == pytest.approx([1.8, 1.8 + live.steps[0].answer.wall_s])
     # the post-hoc final step is modelled (it verifies step 1's draft); on the fake clock the live one
     # costs exactly the law on its real work, so the waits differ by exactly the model's error

@@ -27,7 +27,7 @@ from streamgen.results.result_files import list_files, readable_files
 from streamgen.results.results_dir import ResultsDirLocked, hold
 from tests.support.view_support import scripted_plan, scripted_results
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Benchmarks: configs, loading, rendering per paper §4, exclusions, and scoring through the real sandbox.
 
 The fast tier checks a handful of references per benchmark; the full reference runs are in
-``tests/test_references.py`` (marker ``integration``).
+``tests/streamgen/benchmarks/test_references.py`` (marker ``integration``).
 """
 
 from __future__ import annotations

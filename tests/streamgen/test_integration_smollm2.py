@@ -3,7 +3,7 @@ greedy stream == base token for token. Writes the per-request table to
 ``results/integration/smollm2-humaneval.md``. The suite runs the first 10 (about 7 minutes on 2 cores; at 20 it was a
 fifth of the whole suite); the table in docs/accounting.md is the first 20:
 
-    STREAMGEN_SMOLLM2_LIMIT=20 python -m pytest tests/test_integration_smollm2.py -m integration -s
+    STREAMGEN_SMOLLM2_LIMIT=20 python -m pytest tests/streamgen/test_integration_smollm2.py -m integration -s
 """
 
 from __future__ import annotations

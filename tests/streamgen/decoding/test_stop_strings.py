@@ -1,6 +1,6 @@
 """Stop strings (an lm-eval task's ``until``) end decoding, base run and stream steps alike, in every family.
 
-Expected counts are the formulas of docs/design.md, 'Accounting' (tests/test_scripted.py writes them per
+Expected counts are the formulas of docs/design.md, 'Accounting' (tests/streamgen/models/test_scripted.py writes them per
 family) with the answer length ``A`` the design gives: the tokens up to and including the one that
 completes the stop string. The scripted ``constant`` answer is ``ABCDEF`` + EOS, one letter a token, so
 the stop string ``CD`` spans two tokens and completes at token 4; the ``overrun`` script answers and runs
@@ -22,7 +22,14 @@ from streamgen.models.registry import load_decoder
 from streamgen.models.scripted import SCRIPTS, Script, ScriptedLM, pool_tokens, text_tokens
 from streamgen.models.tokenizers import tiny_tokenizer
 from streamgen.stream import run_pair
-from tests.test_scripted import BIDIR, BUDGET, FAMILIES, REQ, base_forwards, residual_forwards
+from tests.streamgen.models.test_scripted import (
+    BIDIR,
+    BUDGET,
+    FAMILIES,
+    REQ,
+    base_forwards,
+    residual_forwards,
+)
 
 HEAD = "The answer is 42."
 OVERRUN = HEAD + "\n\nQuestion: What is 6 times 7?"

@@ -12,7 +12,7 @@ from pathlib import Path
 from streamgen.decoding.cell_checks import CELL_CHECKS
 from streamgen.models.registry import FAMILIES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_table_names_the_checks_the_family_plug_ins_use() -> None:

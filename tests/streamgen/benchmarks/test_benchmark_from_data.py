@@ -1,6 +1,6 @@
 """A benchmark from data alone (``module: data``): HumanEval in that form, the scorers, the one-message
 errors, the dry run and the leakage guard. The grid run of a data-only benchmark is in
-tests/test_benchmark_from_data_grid.py (integration)."""
+tests/streamgen/benchmarks/test_benchmark_from_data_grid.py (integration)."""
 
 from __future__ import annotations
 

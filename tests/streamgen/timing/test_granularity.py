@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from streamgen.config import ConfigError
 from streamgen.requests.segment import SentenceSegmenter, code_block_spans
 from streamgen.timing.granularity import CharsSegmenter, WordSegmenter, make_segmenter
-from tests.test_segment import _TEXTS, _assert_blocks_whole
+from tests.streamgen.requests.test_segment import _TEXTS, _assert_blocks_whole
 
 SEGMENTERS = [WordSegmenter(), CharsSegmenter(1), CharsSegmenter(7), CharsSegmenter(40)]
 

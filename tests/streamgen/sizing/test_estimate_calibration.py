@@ -27,7 +27,7 @@ from streamgen.sizing.devices import DEVICES, TF32_ENABLED, experts_touched, for
 from streamgen.sizing.forward_counts import Decode, decode_rule
 from streamgen.sizing.parameters import ModelSize, model_parameters, model_size
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 # --- the calibration, on a designed fake timer -----------------------------------------------------------

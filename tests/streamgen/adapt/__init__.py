@@ -1,0 +1,1 @@
+"""Tests of streamgen/adapt/: pairs, training, the curve, merging, the estimate."""

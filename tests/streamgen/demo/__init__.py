@@ -1,0 +1,1 @@
+"""Tests of streamgen/demo/: the server, its guard, the browser."""

@@ -1,0 +1,1 @@
+"""Tests of streamgen/diagnostics/: the probe."""

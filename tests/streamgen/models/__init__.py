@@ -1,0 +1,1 @@
+"""Tests of streamgen/models/: loading, checkpoints, weights, scripted models."""

@@ -1,0 +1,1 @@
+"""Tests of streamgen/requests/: segmentation and the rendered chat."""

@@ -1,0 +1,1 @@
+"""Tests of streamgen/results/: cells, compaction, the results directory."""

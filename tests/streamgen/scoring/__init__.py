@@ -1,0 +1,1 @@
+"""Tests of streamgen/scoring/: extraction, metrics, the sandbox."""

@@ -1,0 +1,1 @@
+"""Tests of streamgen/sizing/: forward counts and the calibration of the estimate."""

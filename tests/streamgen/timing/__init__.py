@@ -1,0 +1,1 @@
+"""Tests of streamgen/timing/: policies, typists, granularity, corrections, the oracle."""
