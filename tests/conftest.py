@@ -27,6 +27,7 @@ pytest_plugins = ["tests.support.suite_clock"]  # --test-times, --suite-budget: 
 # its module fixtures run once. The files below take the whole machine (they start Ray, submit to the
 # Slurm cluster or drive a browser, and several wait on timers or signals): they form one group that
 # runs on one worker, one file after another, so no two of them ever compete for the two cores.
+# File names, not paths: they are unique under tests/ (tests/repo/test_test_layout.py checks it).
 MACHINE_GROUP = "machine"
 MACHINE_FILES = frozenset({
     # the real Slurm cluster of .ci/slurm.sh

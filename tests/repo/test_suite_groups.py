@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.conftest import MACHINE_FILES
 
 TESTS = Path(__file__).resolve().parents[1]
-# every test file by its name: MACHINE_FILES are basenames, unique under tests/
+# every test file by its name: MACHINE_FILES are file names, unique under tests/ (test_test_layout.py)
 FILES = {p.name: p for p in TESTS.rglob("test_*.py")}
 TAKES_THE_MACHINE = re.compile(r'start_ray\(|ray\.init\(|run_grid\(|run_grid_on_cluster\(|submit_grid\(|'
                                r'sync_playwright|browser_support|"full_grid\.py"|"nightly\.py"|"adapt\.py"')
