@@ -10,8 +10,8 @@ A module's test file by name mirrors its path: ``streamgen/decoding/meter.py`` â
 the module (``import m``, ``from m import x``, ``from pkg import m``) or name it (``python -m m``, a path such
 as ``workflows/full_grid.py``): those in the module's own test folder first, then by most mentions, at
 most three. The tests of the repository's structure (import direction, README) are left out. A module no
-test names is printed as NONE: find its tests by hand. tests/repo/test_test_layout.py checks the table;
-this script only drafts it.
+test names is printed as NONE: find its tests by hand. tests/repo/test_test_layout.py defines what a
+module and its file by name are, and checks the table; this script only drafts it.
 """
 
 from __future__ import annotations
@@ -19,40 +19,21 @@ from __future__ import annotations
 import argparse
 import ast
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 
-ROOTS = ("streamgen", "jobs", "analysis", "workflows")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's tests: the rule is defined there
+from tests.repo.test_test_layout import file_by_name, source_modules  # noqa: E402
+
 SHOWN = 3
 # tests of the repository's structure name modules without testing their behaviour (import direction, README)
 STRUCTURE = ("tests/repo/test_import_direction.py", "tests/repo/test_readme_files.py",
              "tests/repo/test_file_references.py", "tests/repo/test_import_graph.py")
 
 
-def source_modules(root: Path) -> list[Path]:
-    """Every module of the four packages, relative to ``root``: each ``.py`` but a package face without code."""
-    found = []
-    for top in ROOTS:
-        for path in sorted((root / top).rglob("*.py")):
-            if "__pycache__" in path.parts or (path.name == "__init__.py" and not _has_code(path)):
-                continue
-            found.append(path.relative_to(root))
-    return found
-
-
-def _has_code(path: Path) -> bool:
-    return any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-               for n in ast.parse(path.read_text()).body)
-
-
-def test_file_by_name(module: Path) -> Path:
-    """``tests/<the module's folder>/test_<its name>.py`` (a face: ``test_<its package>.py``)."""
-    name = module.parent.name if module.name == "__init__.py" else module.stem
-    return Path("tests") / module.parent / f"test_{name}.py"
-
-
-def dotted(module: Path) -> str:
-    parts = module.with_suffix("").parts
+def dotted(module: str) -> str:
+    parts = Path(module).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -84,7 +65,7 @@ def rows(root: Path, every: bool = False) -> list[str]:
             by_module[name][str(test.relative_to(root))] += count
     out = []
     for name, module in names.items():
-        own = test_file_by_name(module)
+        own = Path(file_by_name(module))
         if (root / own).is_file() and not every:
             continue
         mirror = f"{own.parent}/"  # the module's own test folder first, then the most mentions
