@@ -1,4 +1,4 @@
-"""jobs/executors.py: the one dispatch (local here, debug/slurm as a submitted job), no cluster needed.
+"""jobs/cluster/executors.py: the one dispatch (local here, debug/slurm as a submitted job), no cluster needed.
 
 The grid's and the adaptation's real jobs through it: tests/test_slurm_inventory.py (debug),
 tests/test_adapt_workflow.py (debug), tests/test_slurm_cluster.py (the real Slurm).
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import executors
+from jobs.cluster import executors
 from streamgen.config import cluster_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def _compares_executor(tree: ast.AST) -> bool:
 
 @pytest.mark.parametrize("package", ["jobs", "workflows", "bench"])
 def test_the_dispatch_is_written_once(package: str) -> None:
-    """Only jobs/executors.py decides "here or as a job" (validation of nodes=1 aside)."""
-    deciders = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / package).glob("*.py"))
+    """Only jobs/cluster/executors.py decides "here or as a job" (validation of nodes=1 aside)."""
+    deciders = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / package).rglob("*.py"))
                 if _compares_executor(ast.parse(p.read_text()))]
-    assert deciders == (["jobs/executors.py"] if package == "jobs" else [])
+    assert deciders == (["jobs/cluster/executors.py"] if package == "jobs" else [])

@@ -1,6 +1,6 @@
 """A Ray cluster over one job allocation: the head on rank 0, one worker per other rank.
 
-Used by :class:`jobs.executors.RayJob` inside a submitit job (Slurm, local or debug executor alike):
+Used by :class:`jobs.cluster.executors.RayJob` inside a submitit job (Slurm, local or debug executor alike):
 
 - rank 0 starts ``ray start --head --block`` in its own session, publishes ``host:port`` in a file
   in the job's log folder (shared file system), waits until every node has joined, runs the driver;
@@ -9,7 +9,7 @@ Used by :class:`jobs.executors.RayJob` inside a submitit job (Slurm, local or de
 
 CPU and GPU counts come from the allocation (``SLURM_CPUS_PER_TASK``, ``SLURM_GPUS_ON_NODE`` /
 ``CUDA_VISIBLE_DEVICES``), never from the machine: Ray otherwise sees the whole node (ray #13607).
-A one-node job uses 127.0.0.1 with the loopback settings of :mod:`jobs.ray_env`; a multi-node job
+A one-node job uses 127.0.0.1 with the loopback settings of :mod:`jobs.run.local_ray`; a multi-node job
 listens on each node's own address: the address its Slurm node name (``SLURMD_NODENAME``) resolves to,
 and workers check that the head's published address is that of the allocation's first node. All ports are picked free, so several jobs (or other people's
 Ray) can share a node. The Ray processes ignore SIGUSR2: Slurm signals every process of the step
@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs import ray_env
+from jobs.run import local_ray
 from streamgen.config import RayConfig
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def allocation_from_env(folder: Path, ray_cfg: RayConfig, default_cpus: int) -> 
     env = submitit.JobEnvironment()
     if env.num_tasks != env.num_nodes:  # Ray turns 127.0.0.1 into the host's address for a joining node
         raise RayBootstrapError(f"{env.num_tasks} tasks on {env.num_nodes} node(s): run one task per node "
-                                "(jobs.executors submits tasks_per_node=1); Ray uses every CPU/GPU of it")
+                                "(jobs.cluster.executors submits tasks_per_node=1); Ray uses every CPU/GPU of it")
     cpus = _int_env("SLURM_CPUS_PER_TASK") or _int_env("SLURM_CPUS_ON_NODE") or default_cpus
     gpus = _int_env("SLURM_GPUS_ON_NODE")
     if gpus is None:
@@ -103,7 +103,7 @@ def node_ip(num_nodes: int) -> str:
     that of its Slurm node name (``SLURMD_NODENAME``, the name other nodes know it by), else its host name.
     """
     if num_nodes == 1:
-        return ray_env.LOOPBACK
+        return local_ray.LOOPBACK
     return resolve_node(os.environ.get("SLURMD_NODENAME") or socket.getfqdn())
 
 
@@ -176,12 +176,12 @@ def _ray_env(ip: str, head: bool) -> dict[str, str]:
     ``ray start --address`` refuses to join a cluster while it is set: worker nodes (and multi-node
     heads) drop it and bind to their ``--node-ip-address`` instead.
     """
-    if ip == ray_env.LOOPBACK:
-        ray_env.apply_loopback_env()
+    if ip == local_ray.LOOPBACK:
+        local_ray.apply_loopback_env()
     else:
-        ray_env.ensure_bootstrap_config()
-    env = {**os.environ, **ray_env.LOOPBACK_ENV, **ray_env.WORKER_ENV}
-    if ip != ray_env.LOOPBACK or not head:
+        local_ray.ensure_bootstrap_config()
+    env = {**os.environ, **local_ray.LOOPBACK_ENV, **local_ray.WORKER_ENV}
+    if ip != local_ray.LOOPBACK or not head:
         env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
     return env
 
@@ -280,7 +280,7 @@ def _wait_for_file(path: Path, timeout_s: float) -> str:
 def ray_cluster(alloc: Allocation, ray_cfg: RayConfig) -> Iterator[str | None]:
     """Yield the head's address on rank 0, connected as driver once all nodes joined; ``None`` elsewhere.
 
-    Rank 0 must call ``ray_env.apply_loopback_env()`` semantics before importing ray: done here.
+    Rank 0 must call ``local_ray.apply_loopback_env()`` semantics before importing ray: done here.
     """
     if alloc.is_head:
         head = start_head(alloc, ray_cfg)  # sets the loopback env first: ray reads some at import

@@ -1,8 +1,8 @@
 """What is Slurm-specific in submitting a job: the ``sbatch`` parameters and the job's setup lines.
 
 The dispatch (local / debug / slurm), the checks before submitting and following a job are
-:mod:`jobs.executors`; what the partition offers and why a request can never run is
-:mod:`jobs.slurm_inventory`; the grid's job is :class:`jobs.executors.RayJob`.
+:mod:`jobs.cluster.executors`; what the partition offers and why a request can never run is
+:mod:`jobs.cluster.slurm_partition`; the grid's job is :class:`jobs.cluster.executors.RayJob`.
 
 Preemption and time limits: jobs are ``submitit.helpers.Checkpointable`` and submitted with
 ``--requeue``; on SIGUSR2 submitit calls the job's ``checkpoint``, which resubmits it unchanged.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from jobs.ray_env import LOOPBACK_ENV, WORKER_ENV
+from jobs.run.local_ray import LOOPBACK_ENV, WORKER_ENV
 from streamgen.config import REPO_ROOT, ClusterConfig
 
 
@@ -35,7 +35,7 @@ def slurm_parameters(cluster: ClusterConfig, gpu_type_as: str = "constraint") ->
     """submitit's ``slurm_*`` parameters (and how GPUs are asked for) for a ``slurm`` cluster; pure.
 
     ``gpu_type_as``: ``constraint`` (the type is a node feature: ``--constraint=a100``) or ``gres``
-    (a typed GRES: ``--gres=gpu:a100:N``), as :func:`jobs.slurm_inventory.check` found it.
+    (a typed GRES: ``--gres=gpu:a100:N``), as :func:`jobs.cluster.slurm_partition.check` found it.
     """
     params: dict[str, Any] = {}
     extra: dict[str, Any] = {"requeue": True}
