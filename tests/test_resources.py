@@ -10,6 +10,7 @@ import math
 import pytest
 
 from jobs.cluster import executors
+from jobs.cluster import local as local_kind
 from jobs.grid import allocation_fit
 from jobs.grid.allocation_fit import (
     GIB,
@@ -227,7 +228,7 @@ def test_the_test_cluster_file_refuses_the_study_in_one_message(capsys: pytest.C
 def test_a_local_machines_gpus_found_not_declared_cap_workers_instead(monkeypatch: pytest.MonkeyPatch) -> None:
     """The README's main command on a one-GPU workstation still runs (the driver caps workers=2 to 1 with a
     warning); declaring the GPU (ray.num_gpus=1) makes workers=2 a refusal; hub models see the found GPU."""
-    monkeypatch.setattr(executors.slurm_partition, "local_gpu_count", lambda: 1)
+    monkeypatch.setattr(local_kind, "local_gpu_count", lambda: 1)
     grid, local = grid_config("local"), cluster_config("local")
     shape = executors.allocation(grid, local)
     assert (shape.gpus_per_node, shape.declared, shape.actors_per_node) == (1, 0, 1)

@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 
 from jobs.cluster import executors, slurm_partition
+from jobs.cluster import local as local_kind
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, cluster_config, grid_config
 from tests.analysis_fixtures import read_pairs
 
@@ -93,7 +94,7 @@ def test_cluster_validation_lists_every_problem() -> None:
 
 def test_submit_refuses_before_queueing(tmp_path) -> None:
     """A debug executor asking for more GPUs than this machine has: ConfigError, no job folder made."""
-    have = slurm_partition.local_gpu_count()
+    have = local_kind.local_gpu_count()
     c = dataclasses.replace(cluster_config("debug"), gpus_per_node=have + 1, log_dir=str(tmp_path / "logs"))
     with pytest.raises(ConfigError, match=f"gpus_per_node={have + 1} but this machine has {have} GPU"):
         executors.submit_grid(GridConfig(), c, task=print)

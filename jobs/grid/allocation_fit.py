@@ -14,13 +14,13 @@ With G GPUs per node, N nodes, W = ``workers``, S = ``score_workers`` and A mode
   but not declared);
 - with GPUs, Ray's CPUs per node ≥ A + S: every GPU actor reserves one CPU (:mod:`jobs.run.actors`) for its
   batch-1 launch loop, and the S scorers' sandbox programs get CPUs of their own wherever they land;
-- on Slurm, ``mem_gb`` (GiB) ≥ object store + A × the grid's biggest model at its dtype (they load at
+- where the job books memory (``Shape.books_memory``: Slurm), ``mem_gb`` (GiB) ≥ object store + A × the grid's biggest model at its dtype (they load at
   once) + headroom (``HEADROOM_BASE_GIB`` + ``HEADROOM_PER_ACTOR_GIB`` × A: Ray's daemons, the driver,
   each actor's Python, torch and CUDA host context);
 - each work unit's estimated seconds ≤ ``UNIT_TIME_FRACTION`` × the smaller of the unit timeout
-  (``shard_timeout_s`` × shards per unit) and, on Slurm, the job's time limit: a unit killed at either
+  (``shard_timeout_s`` × shards per unit) and the job's time limit where one binds (``Shape.time_limit``: Slurm's): a unit killed at either
   limit is decoded again from its start (or from its finished examples, once those resume);
-- on Slurm, the whole run's estimated wall ≤ ``timeout_min`` × (``max_requeues`` + 1): what one job and
+- under a job time limit, the whole run's estimated wall ≤ ``timeout_min`` × (``max_requeues`` + 1): what one job and
   its time-out requeues can give (a time-out that finished work is not counted: ``jobs.cluster.executors``);
 - ``rehearsal: true`` (fake GPUs; actors run on CPU, :func:`jobs.run.actors.pick_device`) only with G ≥ 1
   and no hub model.
@@ -82,6 +82,10 @@ class Shape:
     actors_per_node: int
     ray_cpus_per_node: int
     gpus_declared: int = -1  # per node, by the cluster file or ray.num_gpus (-1: = gpus_per_node); 0 none
+    # the job's time limit (``timeout_min``) by its name in messages, when one bounds each unit and the whole run
+    # (Slurm's); None: nothing does (a local run, a debug job)
+    time_limit: str | None = None
+    books_memory: bool = False  # each node is held to ``mem_gb`` (Slurm); False: memory is not checked
 
     @property
     def declared(self) -> int:
@@ -106,15 +110,16 @@ def actors_per_node(grid: GridConfig, nodes: int, gpus_per_node: int) -> int:
 def check(grid: GridConfig, cluster: ClusterConfig, models: Mapping[str, ModelConfig], s: Shape,
           facts: WorkFacts | None = None) -> ResourceCheck:
     """Every rule of the module docstring for ``grid`` on ``cluster``, whose Ray has shape ``s``
-    (``jobs.cluster.executors.allocation``: the one place that knows a local Ray from a job's)."""
+    (``jobs.cluster.executors.allocation``: the cluster kind says what a local Ray or a job's is, and which
+    limits bind it)."""
     facts = facts or known_facts(models)
     where = f"cluster {cluster.name!r}"
     problems = [*_gpu_problems(grid, cluster, models, s, where), *_cpu_problems(grid, cluster, s, where)]
     notes: list[str] = []
-    if cluster.executor == "slurm":
+    if s.books_memory:
         _memory(grid, cluster, facts, s, where, problems, notes)
-    _unit_time(grid, cluster, facts, problems, notes)
-    if cluster.executor == "slurm":
+    _unit_time(grid, cluster, facts, s, problems, notes)
+    if s.time_limit is not None:
         _run_time(cluster, facts, problems, notes)
     return ResourceCheck(tuple(problems), tuple(notes))
 
@@ -174,13 +179,13 @@ def shards_per_unit(grid: GridConfig) -> int:
     return max(1, len(acceptance_rules(grid))) if shared else 1
 
 
-def _unit_time(grid: GridConfig, cluster: ClusterConfig, facts: WorkFacts, problems: list[str],
+def _unit_time(grid: GridConfig, cluster: ClusterConfig, facts: WorkFacts, s: Shape, problems: list[str],
                notes: list[str]) -> None:
     # shard_size: auto gives each unit a timeout of a multiple of its own estimate (jobs.grid.unit_sizing):
-    # only the Slurm time limit bounds it
+    # only the job's time limit bounds it
     limits = {} if grid.shard_size == "auto" else {"unit timeout": grid.shard_timeout_s * shards_per_unit(grid)}
-    if cluster.executor == "slurm":
-        limits["Slurm time limit"] = cluster.timeout_min * 60.0
+    if s.time_limit is not None:
+        limits[s.time_limit] = cluster.timeout_min * 60.0
     if not limits:
         return
     name, limit = min(limits.items(), key=lambda kv: kv[1])
