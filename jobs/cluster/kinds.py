@@ -20,8 +20,8 @@ KINDS: dict[str, ClusterKind] = {kind.name: kind for kind in (LocalKind(), Debug
 def unknown_kind_line(cluster: ClusterConfig) -> str:
     """The one problem an unknown ``executor`` is: the known kinds and the fix."""
     return (f"cluster {cluster.name}: executor={cluster.executor!r} is not one of {tuple(KINDS)}: set executor to "
-            f"one of them (configs/cluster/{cluster.name}.yaml or executor= on the command line); a new kind is a "
-            "module in jobs/cluster/ listed in jobs.cluster.kinds.KINDS")
+            f"one of them (configs/cluster/{cluster.name}.yaml); a new kind is a module in jobs/cluster/ listed in "
+            "jobs.cluster.kinds.KINDS")
 
 
 def cluster_kind(cluster: ClusterConfig) -> ClusterKind:
