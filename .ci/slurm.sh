@@ -26,7 +26,7 @@
 #                          states; without it job.state is UNKNOWN and a cancelled job makes
 #                          job.result() wait forever). 0 = off.
 #   SLURM_CI_GPUS=2        fake GPUs (char devices 1:3 == /dev/null): --gpus-per-node<=2 schedules,
-#                          CUDA_VISIBLE_DEVICES is set; jobs.executors refuses asks above this count.
+#                          CUDA_VISIBLE_DEVICES is set; jobs.cluster.executors refuses asks above this count.
 #   SLURM_CI_CPUS=4        CPUs to advertise (more than nproc = oversubscribe, so a small test job
 #                          and the nightly can share a 2-core CI box). Empty = the real count.
 #   SLURM_CI_PARTITION=debug

@@ -9,7 +9,7 @@
 ``bench/bench_grid.py --scaling`` compares a grid run with 2 actors against 1. On a machine with as many
 cores as actors, that ratio is bounded by what the cores give two processes doing the same work at once,
 with nothing else running: no Ray, no driver, no scoring. This bench measures that bound. Each process
-builds one in-process :class:`~jobs.actors.ModelActor` (one torch thread, as the grid's actors), decodes
+builds one in-process :class:`~jobs.run.actors.ModelActor` (one torch thread, as the grid's actors), decodes
 one warm-up unit, waits at a barrier, then decodes the same ``units`` work units. Printed: each run's
 wall and CPU time, and the ceiling ``2 × T(one alone) / T(slower of two at once)``. The grid's own
 ratio divided by this ceiling is what the harness keeps of what the cores allow.
@@ -37,8 +37,8 @@ SCALING_GRID = [a for a in SCALING if not a.startswith("grid=")]  # bench_grid.p
 
 
 def _units(overrides: list[str], count: int) -> tuple[object, list[tuple[object, ...]]]:
-    from jobs.plan import plan_grid
-    from jobs.shared_work import group_shards
+    from jobs.grid.plan import plan_grid
+    from jobs.grid.units import group_shards
     from streamgen.config import grid_config
 
     plan = plan_grid(grid_config("smoke", overrides))
@@ -51,7 +51,7 @@ def _units(overrides: list[str], count: int) -> tuple[object, list[tuple[object,
 
 
 def _worker(overrides: list[str], count: int, barrier: object, out: object) -> None:
-    from jobs.actors import ModelActor
+    from jobs.run.actors import ModelActor
 
     model, tasks = _units(overrides, count)
     actor = ModelActor(model, threads=1)
@@ -84,8 +84,8 @@ def run_ray(actors: int, overrides: list[str], count: int) -> list[tuple[float, 
     after the warm-up to that actor's last result."""
     import ray
 
-    from jobs.actors import spawn_model_actor
-    from jobs.ray_env import start_ray, stop_ray
+    from jobs.run.actors import spawn_model_actor
+    from jobs.run.local_ray import start_ray, stop_ray
     from streamgen.config import grid_config
 
     grid = grid_config("smoke", [*overrides, f"workers={actors}"])

@@ -6,7 +6,7 @@
 Greedy decoding is prefix-consistent: the answer under budget B is the first B tokens of the answer
 under a larger budget. So each base answer is decoded ONCE at the largest budget, and an answer ends
 with EOS under budget B exactly when its length (EOS included) is at most B. The requests are the
-grid's own (``jobs.plan.plan_grid``: same examples, system prompts, exclusions). Prints per benchmark
+grid's own (``jobs.grid.plan.plan_grid``: same examples, system prompts, exclusions). Prints per benchmark
 and overall the share of answers ending in EOS per budget, and the tokens the base runs decode (the
 grid's base forwards: a proxy for its run time).
 """
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from jobs.plan import plan_grid  # noqa: E402
+from jobs.grid.plan import plan_grid  # noqa: E402
 from streamgen.config import grid_config, load  # noqa: E402
 from streamgen.models.registry import load_decoder  # noqa: E402
 

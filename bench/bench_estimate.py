@@ -6,9 +6,9 @@
 
 For each grid: the models are calibrated here (``streamgen.sizing.calibration``, as ``--calibrate`` does:
 measured seconds per forward, fitted a + b·T; right before the run, so both see the same load), the plan is
-estimated on the ``cpu`` device twice — roofline and calibrated (``jobs.estimate``; the results directory is
+estimated on the ``cpu`` device twice — roofline and calibrated (``jobs.grid.gpu_hours``; the results directory is
 fresh, so answer lengths are the assumed half budget) — then the grid runs here
-(``jobs.executors.run_grid_on_cluster``, as ``workflows/full_grid.py`` does) and both estimates are computed
+(``jobs.cluster.executors.run_grid_on_cluster``, as ``workflows/full_grid.py`` does) and both estimates are computed
 again with the run's own answer lengths (``rows``). Printed: predicted and measured decode seconds (the
 actors' time inside units, summed over actors; the estimate's GPU-hours × 3600), seconds inside forwards,
 the ratios, and the load average at calibration and after the run. Model loading, Ray start and scoring are
@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.dry_run import answer_lengths  # noqa: E402
-from jobs.estimate import estimate_plan, grid_device, workers_on  # noqa: E402
-from jobs.plan import plan_grid  # noqa: E402
+from jobs.cluster.dry_run import answer_lengths  # noqa: E402
+from jobs.grid.gpu_hours import estimate_plan, grid_device, workers_on  # noqa: E402
+from jobs.grid.plan import plan_grid  # noqa: E402
 from streamgen.config import GridConfig, cluster_config, grid_config, load  # noqa: E402
 from streamgen.sizing.calibration import Fit, calibrate_models, load_cache  # noqa: E402
 
@@ -63,7 +63,7 @@ class Measured:
 
 def measure(name: str, root: Path, overrides: list[str]) -> Measured:
     """Calibrate, estimate (roofline and calibrated), run, estimate again with the run's answer lengths."""
-    from jobs.executors import run_grid_on_cluster
+    from jobs.cluster.executors import run_grid_on_cluster
 
     grid = grid_config(name, [f"results_dir={root / name}", *overrides])
     cal = calibrate_models(plan_grid(grid).models, root / f"{name}-calibration.json",

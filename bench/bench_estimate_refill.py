@@ -5,7 +5,7 @@
 
 Plans ``grid`` (its pre-flight problems, e.g. checkpoints not cached here, are ignored: the estimate
 needs only the configs), keeps its bidirectional models' units (LLaDA-8B, Dream-7B) and estimates them
-(``jobs.estimate.estimate_plan``) twice:
+(``jobs.grid.gpu_hours.estimate_plan``) twice:
 
 - **before**: the earlier refill, now the named options ``full_block_refill: true`` and
   ``refill_after_eos: true`` (a block with any masked position runs all its steps; a kept draft's tail
@@ -31,8 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.estimate import estimate_plan, grid_device, workers_on  # noqa: E402
-from jobs.plan import GridPlan, plan_with_problems  # noqa: E402
+from jobs.grid.gpu_hours import estimate_plan, grid_device, workers_on  # noqa: E402
+from jobs.grid.plan import GridPlan, plan_with_problems  # noqa: E402
 from streamgen.config import cluster_config, grid_config, load  # noqa: E402
 
 EARLIER = {"full_block_refill": True, "refill_after_eos": True}

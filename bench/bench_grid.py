@@ -14,7 +14,7 @@ load excluded), forward (time inside model forwards), scoring, writing; the forw
 examples per second of wall time. With two runs, the throughput ratio: end to end, without Ray start,
 and at equal decode CPU per example (:func:`equal_cpu_ratio`: the machine's speed drift between the two
 runs taken out, everything the grid adds kept). ``--per-model`` runs each model's
-shards through one in-process :class:`~jobs.actors.ModelActor` (no Ray) and prints its forward share
+shards through one in-process :class:`~jobs.run.actors.ModelActor` (no Ray) and prints its forward share
 (what the rest of each family's decode time is: docs/experiments.md, issue 15). Every grid run also
 prints the CPU seconds of the actor processes and of everything else it started (Ray's daemons, CPU
 workers, this driver): what shares the cores with the actors. ``bench/bench_cores.py`` measures the
@@ -34,9 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.actors import ModelActor  # noqa: E402
-from jobs.driver import GridSummary, run_grid  # noqa: E402
-from jobs.plan import plan_grid  # noqa: E402
+from jobs.grid.plan import plan_grid  # noqa: E402
+from jobs.run.actors import ModelActor  # noqa: E402
+from jobs.run.driver import GridSummary, run_grid  # noqa: E402
 from streamgen.config import grid_config  # noqa: E402
 
 # A grid big enough that Ray start, planning and model load are < 10 % of the run with 1 and with 2

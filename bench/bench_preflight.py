@@ -5,7 +5,7 @@ layer count and vocabulary), its real number of shards with every weight name an
 (the data a sparse hole: the pre-flight reads headers only), its tokenizer_config.json, and a
 ``tokenizer.json`` with one vocabulary entry and one merge per token id (a file of the published ones'
 order of size: 5-13 MB here; the pre-flight parses it whole for its added tokens). Times
-``jobs.preflight.preflight`` over the six, in this process: the first call (transformers' model classes
+``jobs.grid.checkpoint_preflight.preflight`` over the six, in this process: the first call (transformers' model classes
 imported on the way) and the best of the next ``--repeat``.
 
     python bench/bench_preflight.py [--repeat 3]
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["HF_HUB_CACHE"] = tmp
         sizes = build(Path(tmp))
-        from jobs.preflight import preflight
+        from jobs.grid.checkpoint_preflight import preflight
         from streamgen.config import model_config
 
         models = {m: model_config(m) for m in STUDY_MODELS}

@@ -1,5 +1,5 @@
 """What a local Ray costs while nothing runs: CPU seconds per process of a loopback Ray started as the
-grid starts it (``jobs.ray_env.start_ray``), holding idle actors, over a fixed time.
+grid starts it (``jobs.run.local_ray.start_ray``), holding idle actors, over a fixed time.
 
     python bench/bench_ray_idle.py                # 2 idle actors (num_cpus=3, as a workers=2 grid), 30 s
     python bench/bench_ray_idle.py actors=1 seconds=60
@@ -33,7 +33,7 @@ class Idle:
 def main(argv: list[str]) -> int:
     opts = dict(a.split("=", 1) for a in argv)
     actors, seconds = int(opts.get("actors", 2)), float(opts.get("seconds", 30))
-    from jobs.ray_env import start_ray, stop_ray  # sets the loopback environment before ray is imported
+    from jobs.run.local_ray import start_ray, stop_ray  # sets the loopback environment before ray is imported
     from streamgen.config import grid_config
 
     grid = grid_config("smoke", [f"workers={actors}"])

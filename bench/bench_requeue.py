@@ -5,9 +5,9 @@
 
 For each mode the same grid (ONE work unit: every example in one shard per cell, one actor) runs as
 ``workflows/full_grid.py`` in its own session; once ``kill_after`` examples are in the unit's spool
-(``jobs/spool.py``) the whole process group gets SIGTERM, as Slurm's time limit sends it, and SIGKILL
+(``jobs/run/spool.py``) the whole process group gets SIGTERM, as Slurm's time limit sends it, and SIGKILL
 0.5 s later (Slurm's ``KillWait``, shortened: the actor decodes on after SIGTERM). Then the
-same grid is rerun (here, in-process): ``before`` with the spool switched off (``jobs.driver.prepare_spool``
+same grid is rerun (here, in-process): ``before`` with the spool switched off (``jobs.run.driver.prepare_spool``
 swapped for one returning None: main's behaviour, every example decoded again), ``after`` as shipped.
 Printed side by side: examples finished before the kill, examples the rerun decoded, examples decoded
 twice, the decode seconds those had cost the killed attempt (their measured ``wall_s``, read from the
@@ -34,8 +34,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs import driver  # noqa: E402
-from jobs.spool import spool_dir  # noqa: E402
+from jobs.run import driver  # noqa: E402
+from jobs.run.spool import spool_dir  # noqa: E402
 from streamgen.config import REPO_ROOT, grid_config  # noqa: E402
 
 DEFAULTS = ["grid=smoke", "models=[tiny-llama]", "benchmarks=[coedit]", "limit=16", "shard_size=16",

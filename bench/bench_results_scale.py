@@ -7,11 +7,11 @@
                                                                          # also the readers of another checkout
     python bench/bench_results_scale.py --dir /tmp/s --shards 40 --readers report,dry_run   # tiny (tests)
 
-The data is what a real run leaves (docs/grid.md): the plan of ``grid=full`` (``jobs.plan``: its shards,
+The data is what a real run leaves (docs/grid.md): the plan of ``grid=full`` (``jobs.grid.plan``: its shards,
 cells and example ids; the weights need not be present) written shard by shard at
-``jobs.writer.ResultWriter``'s paths, in the record schemas, steps then pairs, each atomically (as
+``jobs.run.writer.ResultWriter``'s paths, in the record schemas, steps then pairs, each atomically (as
 ``write_shard`` does, without its round trip through record objects and without fsync), with synthetic numbers (``tests/support/synthetic.py``, ~8 steps per pair) under each
-shard's real identity columns (``jobs.rows.RowContext``). ``--dir`` is built once and reused (its
+shard's real identity columns (``jobs.run.rows.RowContext``). ``--dir`` is built once and reused (its
 ``bench-spec.txt`` says for how many shards); the after-readers compact it, so a ``--before`` checkout from
 before compaction needs a fresh ``--dir`` (the script rebuilds it when it finds it compacted; a checkout
 that compacts reads the compacted directory). Each reader runs as its own process under
@@ -36,9 +36,9 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
-from jobs.plan import plan_with_problems  # noqa: E402
-from jobs.rows import RowContext  # noqa: E402
-from jobs.writer import ResultWriter  # noqa: E402
+from jobs.grid.plan import plan_with_problems  # noqa: E402
+from jobs.run.rows import RowContext  # noqa: E402
+from jobs.run.writer import ResultWriter  # noqa: E402
 from streamgen.config import grid_config  # noqa: E402
 from streamgen.results.records import PAIRS_SCHEMA, STEPS_SCHEMA, RunRecord, write_parquet_atomic  # noqa: E402
 from tests.support.analysis_fixtures import run_record  # noqa: E402
@@ -130,7 +130,7 @@ def commands(code: Path, root: Path, out: Path, shard_size: int | None = None) -
         "simulate": [sys.executable, "-m", "analysis.simulate", str(root), "--users", "1,4", "--out", str(out / "sim")],
         # the dry run's plan, search and estimate (workflows/full_grid.py --dry-run also pre-flights the
         # weights, absent here): the line that counts the complete shards
-        "dry_run": [sys.executable, "-c", "from jobs.dry_run import dry_run_report; from streamgen.config import "
+        "dry_run": [sys.executable, "-c", "from jobs.cluster.dry_run import dry_run_report; from streamgen.config import "
                     f"grid_config; t, _ = dry_run_report(grid_config('full', {grid_overrides!r})); "
                     "print(next(ln for ln in t.splitlines() if 'already complete' in ln).split(': ', 1)[1])"],
     }

@@ -5,7 +5,7 @@
     python bench/bench_score_once.py models=[tiny-llada] verifier_modes=[visible,hidden]
 
 Decodes the grid's code-benchmark shards in-process (one actor per model, shared work on, no Ray),
-scores each work unit with ``jobs.rows.score_unit`` while counting the programs handed to the sandbox,
+scores each work unit with ``jobs.run.rows.score_unit`` while counting the programs handed to the sandbox,
 and prints, per model: examples, cells per example, sandbox runs before (both answers of every pair row
 that yield a program — what scoring each pair on its own ran) and now, and runs per example. The rows
 are unchanged (tests/jobs/test_score_once.py); this prints the count.
@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.actors import ModelActor  # noqa: E402
-from jobs.plan import plan_grid  # noqa: E402
-from jobs.rows import score_unit  # noqa: E402
-from jobs.shared_work import group_shards  # noqa: E402
+from jobs.grid.plan import plan_grid  # noqa: E402
+from jobs.grid.units import group_shards  # noqa: E402
+from jobs.run.actors import ModelActor  # noqa: E402
+from jobs.run.rows import score_unit  # noqa: E402
 from streamgen.benchmarks import load_benchmark  # noqa: E402
 from streamgen.benchmarks.execution import Runner  # noqa: E402
 from streamgen.config import grid_config  # noqa: E402

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pyarrow.parquet as pq  # noqa: E402
 
 from bench.compare_results import rows  # noqa: E402
-from jobs.driver import GridSummary, run_grid  # noqa: E402
+from jobs.run.driver import GridSummary, run_grid  # noqa: E402
 from streamgen.acceptance_rules import column_label  # noqa: E402
 from streamgen.config import grid_config  # noqa: E402
 from streamgen.results.cells import cell_label  # noqa: E402

@@ -6,7 +6,7 @@
 
 1. For SmolLM2 and the tiny models (every family), in float32 and bfloat16, greedy (and greedy with each
    of ``tie_guards``, dtype spacings): base and stream runs of a few multi-sentence requests, and the
-   divergence table of the report (``analysis/sql/divergence.sql`` over the pair rows ``jobs.rows``
+   divergence table of the report (``analysis/sql/divergence.sql`` over the pair rows ``jobs.run.rows``
    builds, unscored): stream == base rate, the base run's top-2 margin at the first difference in
    spacings of the dtype at that logit, the share of differences at a near tie (``near_tie_spacings``
    or less) and the share that followed the draft branch. Diffusion families report no margins (–).
@@ -35,7 +35,7 @@ import torch  # noqa: E402
 from bench_verify import time_verify_vs_decode  # noqa: E402  (bench/ is on the path: run as a script)
 
 from analysis.tables import table_over_pairs  # noqa: E402
-from jobs.rows import RowContext, outcome_rows  # noqa: E402
+from jobs.run.rows import RowContext, outcome_rows  # noqa: E402
 from streamgen.acceptance_rules import Greedy  # noqa: E402
 from streamgen.config import BenchmarkConfig, ModelConfig, load, model_config  # noqa: E402
 from streamgen.decoding.autoregressive import AutoregressiveDecoder  # noqa: E402

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs import executors  # noqa: E402
-from jobs.driver import run_grid  # noqa: E402
+from jobs.cluster import executors  # noqa: E402
+from jobs.run.driver import run_grid  # noqa: E402
 from streamgen.config import cluster_config, grid_config  # noqa: E402
 
 

@@ -98,7 +98,7 @@ def _in_process() -> None:
     """Make the driver's actor and CPU-worker task run in this process (results through ray.put)."""
     import ray
 
-    from jobs import actors
+    from jobs.run import actors
 
     class _Method:
         def __init__(self, fn: Any) -> None:
@@ -125,7 +125,7 @@ def _in_process() -> None:
 
 
 def main(argv: list[str]) -> int:
-    import jobs.driver  # noqa: F401  (imports the driver side, whose submit functions are replaced)
+    import jobs.run.driver  # noqa: F401  (imports the driver side, whose submit functions are replaced)
     import workflows.full_grid as full_grid
 
     model = next((a.split("=", 1)[1] for a in argv if a.startswith("model=")), "scripted-ar-prefix")

@@ -238,7 +238,7 @@ class GridConfig:
     # not listed use `limit`. The embedded default picks examples whose answers end before its budget.
     examples: dict[str, list[str]] = field(default_factory=dict)
     # examples per shard, or `auto`: per (model, benchmark) from the estimated unit time, and each unit's
-    # timeout from its estimate instead of shard_timeout_s (jobs/unit_sizing.py, docs/estimate.md)
+    # timeout from its estimate instead of shard_timeout_s (jobs/grid/unit_sizing.py, docs/estimate.md)
     shard_size: Any = 4
     max_new_tokens: int | None = None  # None: the benchmark's own
     results_dir: str = "results/local"
@@ -248,7 +248,7 @@ class GridConfig:
     seed: int = 0
     max_error_fraction: float = 0.1
     # Cells differing only in acceptance/τ run each example's base run and first stream step once
-    # (jobs/shared_work.py); rows are the same either way. Not in shard ids or fingerprints.
+    # (jobs/grid/units.py); rows are the same either way. Not in shard ids or fingerprints.
     share_work: bool = True
     # Each model actor runs one untimed warm-up pair (streamgen/warmup.py) before its first timed pair, so no
     # row's wall clock absorbs CUDA start-up. On no row and in no forward count; not in shard ids or fingerprints.
@@ -284,7 +284,7 @@ class ClusterConfig:
     gpus_per_node: int = 0
     gpu_type: str | None = None  # Slurm constraint, e.g. a100 or a6000
     # A rehearsal on fake GPUs (the test cluster of .ci/slurm.sh): a model actor that holds a GPU but finds
-    # no CUDA runs its model on CPU, logged and recorded in the runs row; false: it refuses (jobs/actors.py)
+    # no CUDA runs its model on CPU, logged and recorded in the runs row; false: it refuses (jobs/run/actors.py)
     rehearsal: bool = False
     cpus_per_task: int = 2
     mem_gb: int = 16
@@ -509,7 +509,7 @@ def validate_grid(grid: GridConfig) -> list[str]:
             p.extend(validate_benchmark(grid_benchmark_config(grid, b), data_dir))
         except ConfigError as exc:
             p.extend(exc.problems)
-    # benchmark_overrides for benchmarks outside this run are ignored (jobs.plan logs them once)
+    # benchmark_overrides for benchmarks outside this run are ignored (jobs.grid.plan logs them once)
     p.extend(validate_acceptance(grid))
     if grid.limit is not None and grid.limit < 1:
         p.append(f"limit={grid.limit} must be ≥ 1 (or null for all examples)")

@@ -1,6 +1,6 @@
 """Work shared across the cells of one example: each distinct run and stream step computed once.
 
-The cells of a work unit (``jobs.shared_work``) differ only in their acceptance rule and, for LLaDA/Dream,
+The cells of a work unit (``jobs.grid.units``) differ only in their acceptance rule and, for LLaDA/Dream,
 their verifier mode. None of that touches the base run (it never verifies) nor the first stream step (it
 has no draft). :class:`SharedExample` runs the base run at most once and every cell's stream through one
 :class:`~streamgen.stream_tree.StreamTree`: each distinct stream step is computed once and the cells

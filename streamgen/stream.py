@@ -1,4 +1,4 @@
-"""The streaming procedure for one example: the paired base run and stream run (rows: ``jobs.rows``).
+"""The streaming procedure for one example: the paired base run and stream run (rows: ``jobs.run.rows``).
 
 Base run: decode the complete request from scratch. Stream run: for each prefix i = 1..n of the
 request's segments, verify the previous draft in one forward, accept its longest passing leading run,

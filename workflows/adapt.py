@@ -68,7 +68,7 @@ def parse_args(argv: Sequence[str]) -> tuple[str, tuple[str, ...], list[str]]:
 
 def run_model_stages(cfg: AdaptConfig, stages: tuple[str, ...]) -> dict[str, str]:
     """pairs / train / merge here with progress bars, or as one submitit job (cluster=debug|slurm)."""
-    from jobs.adapt_job import run
+    from jobs.cluster.adapt_job import run
 
     return run(cfg, stages, here=lambda: run_here(cfg, stages))
 
@@ -99,7 +99,7 @@ def run_here(cfg: AdaptConfig, stages: tuple[str, ...]) -> dict[str, str]:
         nonlocal agreement
         agreement = f" held-out={found.agreement:.3f}@{step}"  # type: ignore[attr-defined]
 
-    from jobs import stop_signals
+    from jobs.run import stop_signals
 
     # SIGTERM/SIGINT end the stage with one line (main's `ending`); a rerun resumes: teacher parts and
     # checkpoints are written atomically, and curve.jsonl is cut back to the newest checkpoint
@@ -130,7 +130,7 @@ def evaluate(cfg: AdaptConfig) -> int:
     from analysis.report_sections import adaptation_ci_rows
     from analysis.table_specs import ADAPT, ADAPT_CI
     from analysis.tables import build_tables
-    from jobs.executors import run_grid_on_cluster
+    from jobs.cluster.executors import run_grid_on_cluster
 
     grid = eval_grid(cfg)
     summary = run_grid_on_cluster(grid)
@@ -154,7 +154,7 @@ def eval_grid(cfg: AdaptConfig, *, adapted: bool = True) -> GridConfig:
 
 def dry_run(cfg: AdaptConfig, stages: tuple[str, ...]) -> int:
     """Print what the stages would do and the evaluation grid's plan; load no model, write nothing."""
-    from jobs.dry_run import plan_dry_run
+    from jobs.cluster.dry_run import plan_dry_run
 
     try:
         model_config(cfg.adapted_name)
@@ -179,7 +179,7 @@ def dry_run(cfg: AdaptConfig, stages: tuple[str, ...]) -> int:
 def time_estimate(cfg: AdaptConfig, stages: tuple[str, ...], grid: GridConfig, adapted: bool) -> str:
     """The stages' time estimate (``streamgen.adapt.estimate``); the eval grid's pairs of runs are
     doubled while the adapted model does not exist yet (its plan covers the plain model only)."""
-    from jobs.plan import plan_grid
+    from jobs.grid.plan import plan_grid
     from streamgen.adapt.estimate import estimate, render
     from streamgen.adapt.sources import load_requests
 
@@ -190,7 +190,7 @@ def time_estimate(cfg: AdaptConfig, stages: tuple[str, ...], grid: GridConfig, a
 def main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("streamgen").setLevel(logging.INFO)
-    from jobs.stop_signals import RunInterrupted, ending
+    from jobs.run.stop_signals import RunInterrupted, ending
     from streamgen.results.results_dir import ResultsDirError
 
     try:

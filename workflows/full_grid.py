@@ -99,8 +99,8 @@ def main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("streamgen").setLevel(logging.WARNING)
     name, overrides = parse_args(argv)
-    from jobs.driver import GridAborted
-    from jobs.stop_signals import RunInterrupted, ending
+    from jobs.run.driver import GridAborted
+    from jobs.run.stop_signals import RunInterrupted, ending
     from streamgen.results.results_dir import ResultsDirError, describe_os_error
 
     calibrate = next((a.partition("=")[2] for a in argv if a == "--calibrate" or a.startswith("--calibrate=")), None)
@@ -108,11 +108,11 @@ def main(argv: Sequence[str]) -> int:
         grid = grid_config(name, overrides)
         cal_path = None
         if calibrate is not None:
-            from jobs.dry_run import calibration_path
+            from jobs.cluster.dry_run import calibration_path
 
             cal_path = calibration_path(grid, calibrate)
         if "--dry-run" in argv:
-            from jobs.dry_run import dry_run_report
+            from jobs.cluster.dry_run import dry_run_report
             from streamgen.config import raise_if_problems
 
             text, problems = dry_run_report(grid, calibrate=cal_path)
@@ -120,11 +120,11 @@ def main(argv: Sequence[str]) -> int:
             raise_if_problems(problems, f"grid {grid.name!r} cannot run")
             return 0
         if cal_path is not None:  # before a real run: calibrate here, print both estimates, then run
-            from jobs.dry_run import dry_run_report
+            from jobs.cluster.dry_run import dry_run_report
 
             text, _ = dry_run_report(grid, calibrate=cal_path)
             print(text.split("\n\n")[-1], flush=True)
-        from jobs.executors import run_grid_on_cluster
+        from jobs.cluster.executors import run_grid_on_cluster
 
         summary = run_grid_on_cluster(grid)
     except ConfigError as exc:

@@ -44,7 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, not another install
 
 from analysis import regression  # noqa: E402
-from jobs.executors import run_grid_on_cluster  # noqa: E402
+from jobs.cluster.executors import run_grid_on_cluster  # noqa: E402
 from streamgen.config import REPO_ROOT, ConfigError, GridConfig, grid_config, to_yaml  # noqa: E402
 from streamgen.results.version import code_version  # noqa: E402
 
@@ -115,7 +115,7 @@ def reference_sweeps() -> bool:
 
 def dry_run(grid: GridConfig, args: argparse.Namespace) -> int:
     """Validate the grid, the cluster and (unless refreshing it) the baseline; print the plan."""
-    from jobs.dry_run import plan_dry_run
+    from jobs.cluster.dry_run import plan_dry_run
 
     if not args.update_baseline:
         regression.read_baseline(args.baseline)
@@ -128,7 +128,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("streamgen").setLevel(logging.WARNING)
     args = parse_args(argv)
-    from jobs.stop_signals import RunInterrupted, ending
+    from jobs.run.stop_signals import RunInterrupted, ending
     from streamgen.results.results_dir import ResultsDirError
 
     try:

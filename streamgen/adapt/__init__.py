@@ -4,5 +4,5 @@
 requests), ``teacher`` (the plain model's answers, cached), ``pairs`` (prefix → answer),
 ``train`` + ``checkpoint`` (LoRA training, resumable), ``merge`` (merged folder + model YAML),
 ``pipeline`` (the stages over one recipe). No Ray, no Slurm: ``workflows/adapt.py`` runs the stages
-here or through ``jobs/adapt_job.py``. See docs/adaptation.md.
+here or through ``jobs/cluster/adapt_job.py``. See docs/adaptation.md.
 """

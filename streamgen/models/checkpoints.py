@@ -15,7 +15,7 @@ without reading tensor data, :func:`checkpoint_problems` says:
 - whether the tokenizer's EOS and mask ids agree with the config and the model YAML, and whether it has the
   chat template the YAML requires (:mod:`streamgen.models.checkpoint_tokens`).
 
-Each problem is one line naming the model, the cause and the fix (``jobs/preflight.py`` collects them
+Each problem is one line naming the model, the cause and the fix (``jobs/grid/checkpoint_preflight.py`` collects them
 for a grid). A multimodal Gemma-3 checkpoint is checked as its text model: ``vision_tower.*`` and
 ``multi_modal_projector.*`` are expected extras (the study loads the text model only).
 """

@@ -83,7 +83,7 @@ def cell_settings(model: ModelConfig, benchmark: BenchmarkConfig, *, acceptance:
 
     ``rule_params``: the acceptance rule's parameters other than τ and the tie guard
     (``streamgen.acceptance_rules.extra_params``), as ``acceptance.*`` keys; none for greedy and threshold.
-    ``timing``: the cell's non-default segmentation and live-typing settings (``jobs.shards.Cell.timing``);
+    ``timing``: the cell's non-default segmentation and live-typing settings (``jobs.grid.shards.Cell.timing``);
     absent keys keep the fingerprints of cells run with the defaults unchanged. ``numerics``: the
     numerics block (:func:`numerics_settings`), as ``numerics.*`` keys."""
     out: dict[str, Any] = {
@@ -158,7 +158,7 @@ def cell_label(model: str, benchmark: str, rule: str, verifier_mode: str | None)
 @dataclass(frozen=True)
 class Cell:
     """One (model, benchmark, acceptance/τ, verifier mode, decode settings) combination: built once from
-    the grid (``jobs.shards.expand_cells``) and carried whole from shard to row (``jobs.rows``)."""
+    the grid (``jobs.grid.shards.expand_cells``) and carried whole from shard to row (``jobs.run.rows``)."""
 
     model: ModelConfig
     benchmark: BenchmarkConfig

@@ -10,7 +10,7 @@ example ids. It is the one authority on merged shards:
   killed after writing the manifest, before removing them); a merged file the manifest does not list
   (a compaction killed before writing it) is never read. So no row is read twice or lost, whatever
   step a compaction died at (docs/grid.md, 'Compaction').
-- resume (``jobs.writer``) counts a listed shard as done from the manifest alone: its example ids and
+- resume (``jobs.run.writer``) counts a listed shard as done from the manifest alone: its example ids and
   its batch's files present at their recorded sizes; nothing is read in full.
 """
 

@@ -197,7 +197,7 @@ class RunRecord:
     stop_signal: str | None = None  # SIGTERM / SIGINT when status is interrupted
     numerics: str | None = None  # JSON: actor id → its streamgen.decoding.numerics.NumericsRecord (docs/numerics.md)
     model_snapshots: str | None = None  # JSON: model → the hub snapshot commit it loaded (null: not a hub model)
-    examples_resumed: int | None = None  # pair rows taken from killed units' spools instead of decoded (jobs.spool)
+    examples_resumed: int | None = None  # pair rows taken from killed units' spools instead of decoded (jobs.run.spool)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ accepted run known they reproduce what the decoders do (docs/diffusion.md "What 
   (the stopping rule may end a canvas earlier: ``steps`` is the bound); a stream step: the verify pair
   (encoder + decoder), then the canvases from the first rejected one, or ``s_min`` confirming calls.
 
-The estimate (``jobs/estimate.py``) calls these with ``accepted = 0`` (it cannot know what will be kept):
+The estimate (``jobs/grid/gpu_hours.py``) calls these with ``accepted = 0`` (it cannot know what will be kept):
 an upper bound for every family, and exact for LLaDA / Dream whenever no kept run covers a whole block.
 The answer's end is its EOS or the token completing a benchmark's stop string
 (``streamgen.decoding.stops``; docs/accounting.md, "Stop strings"): the families stop at both alike, so

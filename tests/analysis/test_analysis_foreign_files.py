@@ -135,7 +135,7 @@ def test_list_files_walks_names_literally(tmp_path: Path) -> None:
 
 
 def test_closing_summary_and_dry_run_estimate_survive(clean, tmp_path: Path) -> None:
-    from jobs.dry_run import answer_lengths
+    from jobs.cluster.dry_run import answer_lengths
     from streamgen.config import grid_config
     from workflows.full_grid import budget_line
 

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis.tables import build_tables
-from jobs.rows import outcome_rows
+from jobs.run.rows import outcome_rows
 from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.benchmarks import Score
 from streamgen.config import model_config

@@ -310,7 +310,7 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
     keep-all share is 100 % and the residual sits at the family floor (LLaDA and Dream too);
     lastsegment keeps none; prefix keeps exactly k, a part. Stale drafts: constant's stream answer is
     its first step's draft (share 1), the others' answers change with the request (share 0)."""
-    from jobs.rows import outcome_rows
+    from jobs.run.rows import outcome_rows
     from streamgen.acceptance_rules import Greedy
     from streamgen.benchmarks import Score
     from streamgen.config import model_config

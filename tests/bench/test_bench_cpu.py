@@ -75,7 +75,7 @@ def test_equal_cpu_ratio_takes_out_the_machine_speed_and_keeps_what_the_grid_add
     """Two runs of the same 100 examples: the 2-actor run's actors needed 10 % more CPU (the machine was
     slower then) and its wall is 60 s against 100 s. End to end 100/60; at equal CPU ×1.1."""
     from bench.bench_grid import equal_cpu_ratio
-    from jobs.driver import GridSummary, Timings
+    from jobs.run.driver import GridSummary, Timings
 
     def run(wall_s: float, cpu_s: float, examples: int = 100) -> GridSummary:
         return GridSummary("r", Path("."), 4, 0, examples=examples, wall_s=wall_s,

@@ -1,6 +1,6 @@
 """A model actor on a (fake) GPU in real Ray: it reserves a CPU next to its GPU, so the scorers' tasks
 get only the CPUs left; without CUDA it refuses unless the cluster is a rehearsal, where it runs on CPU
-and records that it did (jobs/actors.py pick_device; docs/cluster.md)."""
+and records that it did (jobs/run/actors.py pick_device; docs/cluster.md)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from jobs.actors import GPU_ACTOR_CPUS, spawn_model_actor  # noqa: E402
-from jobs.ray_env import start_ray, stop_ray  # noqa: E402
+from jobs.run.actors import GPU_ACTOR_CPUS, spawn_model_actor  # noqa: E402
+from jobs.run.local_ray import start_ray, stop_ray  # noqa: E402
 from streamgen.config import RayConfig, model_config  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
-WORKERS, SCORERS = 1, 1  # a local run's Ray: workers + score_workers CPUs (jobs/driver.py)
+WORKERS, SCORERS = 1, 1  # a local run's Ray: workers + score_workers CPUs (jobs/run/driver.py)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -29,7 +29,7 @@ def ray_session(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
 
 
 def _score_like() -> int:
-    """Stands in for jobs.rows' scoring task (num_cpus=1)."""
+    """Stands in for jobs.run.rows' scoring task (num_cpus=1)."""
     return os.getpid()
 
 

@@ -3,7 +3,7 @@ change what is decoded, and land in the rows (``pairs.slot_threshold`` / ``pairs
 
 from __future__ import annotations
 
-from jobs.rows import outcome_rows, shard_context
+from jobs.run.rows import outcome_rows, shard_context
 from streamgen.acceptance_rules import Greedy
 from streamgen.benchmarks import Example
 from streamgen.config import benchmark_config, model_config
@@ -14,9 +14,9 @@ REQ = StreamRequest("e1", (), ("Write a function that adds two numbers. ", "Use 
 
 
 def test_per_benchmark_thresholds_reach_the_decoder_and_the_rows() -> None:
-    from jobs.actors import ModelActor
-    from jobs.shards import Shard
-    from jobs.tasks import ExampleTask, ShardTask
+    from jobs.grid.shard_tasks import ExampleTask, ShardTask
+    from jobs.grid.shards import Shard
+    from jobs.run.actors import ModelActor
 
     # scripted calibrated: position 3 has probability 0.6, so τ_tok 0.7 sends its slot to the infill path
     cfg = model_config("scripted-refusion-calibrated", ["decoding.per_benchmark.coedit.token_threshold=0.7"])

@@ -1,4 +1,4 @@
-"""The model actor's untimed warm-up pair (jobs/actors.py, streamgen/warmup.py): once per actor, before its
+"""The model actor's untimed warm-up pair (jobs/run/actors.py, streamgen/warmup.py): once per actor, before its
 first timed pair, on no row and in no forward count; a grid option that enters no shard id or fingerprint.
 
 Scripted models (autoregressive and LLaDA-style), the actor in-process (no Ray), as tests/jobs/test_shared_work.py.
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from jobs.actors import ModelActor
-from jobs.plan import GridPlan, plan_grid
-from jobs.shared_work import group_shards
-from jobs.tasks import DecodedShard
+from jobs.grid.plan import GridPlan, plan_grid
+from jobs.grid.shard_tasks import DecodedShard
+from jobs.grid.units import group_shards
+from jobs.run.actors import ModelActor
 from streamgen import shared, warmup
 from streamgen.config import grid_config
 

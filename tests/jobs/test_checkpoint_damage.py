@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.preflight import preflight
+from jobs.grid.checkpoint_preflight import preflight
 from streamgen.config import ModelConfig, model_config
 from streamgen.models.hub_cache import hub_cache_dir
 from tests.support.checkpoint_cache import (

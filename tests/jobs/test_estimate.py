@@ -1,5 +1,5 @@
-"""The GPU-hour estimate's parts (jobs/estimate.py, streamgen/sizing/devices.py, streamgen/sizing/forward_counts.py,
-streamgen/sizing/parameters.py, jobs/unit_sizing.py): every expected number is a formula written out here."""
+"""The GPU-hour estimate's parts (jobs/grid/gpu_hours.py, streamgen/sizing/devices.py, streamgen/sizing/forward_counts.py,
+streamgen/sizing/parameters.py, jobs/grid/unit_sizing.py): every expected number is a formula written out here."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.estimate import example_cost, workers_on
+from jobs.grid.gpu_hours import example_cost, workers_on
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, model_config
 from streamgen.sizing.devices import DEVICES, Device, device_from_file, forward_seconds
 from streamgen.sizing.forward_counts import Decode, decode_rule, total_forwards
@@ -60,7 +60,7 @@ def test_a_device_file_replaces_the_cpu_row_and_a_bad_one_names_the_fix(tmp_path
 
 
 def test_cluster_device_is_validated_naming_the_allowed_values() -> None:
-    from jobs.executors import validate_cluster
+    from jobs.cluster.executors import validate_cluster
 
     assert validate_cluster(ClusterConfig(device="a100-80gb")) == []
     (problem,) = validate_cluster(ClusterConfig(name="x", device="a100"))
@@ -165,7 +165,7 @@ def test_workers_are_capped_at_the_allocations_gpus() -> None:
 
 
 def test_wall_time_is_total_over_workers_or_the_longest_unit() -> None:
-    from jobs.estimate import Estimate
+    from jobs.grid.gpu_hours import Estimate
 
     est = Estimate(A100, (), {"a": 3600.0, "b": 3600.0, "c": 7200.0}, workers=2, unknown=())
     assert est.wall_h == pytest.approx(max(14400 / 2, 7200) / 3600)
@@ -196,7 +196,7 @@ def test_autoregressive_rule_counts_one_forward_per_token_after_the_first() -> N
 
 
 def _plan(overrides: list[str]):  # type: ignore[no-untyped-def]
-    from jobs.plan import plan_grid
+    from jobs.grid.plan import plan_grid
     from streamgen.config import grid_config
 
     return plan_grid(grid_config("smoke", ["models=[tiny-llada,tiny-llama]", "benchmarks=[coedit]", "limit=6",
@@ -204,9 +204,9 @@ def _plan(overrides: list[str]):  # type: ignore[no-untyped-def]
 
 
 def test_auto_shard_sizes_keep_every_unit_within_the_fraction_of_the_limit() -> None:
-    from jobs.estimate import unit_seconds
-    from jobs.shards import size_key
-    from jobs.unit_sizing import UNIT_FRACTION, auto_shard_sizes, target_unit_s
+    from jobs.grid.gpu_hours import unit_seconds
+    from jobs.grid.shards import size_key
+    from jobs.grid.unit_sizing import UNIT_FRACTION, auto_shard_sizes, target_unit_s
     plan = _plan(["shard_size=1"])
     slow = dataclasses.replace(DEVICES["cpu"], fp32_flops=2e6, bandwidth=1e9, layer_overhead_s=0.0)
     cluster = ClusterConfig(timeout_min=30)  # a target between one diffusion example and a few autoregressive ones
@@ -224,8 +224,8 @@ def test_auto_shard_sizes_keep_every_unit_within_the_fraction_of_the_limit() -> 
 
 
 def test_auto_shards_are_deterministic_and_get_timeouts_from_their_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jobs.estimate import grid_device, unit_seconds
-    from jobs.unit_sizing import TIMEOUT_FACTOR, TIMEOUT_FLOOR_S, unit_timeout_s, unit_timeouts
+    from jobs.grid.gpu_hours import grid_device, unit_seconds
+    from jobs.grid.unit_sizing import TIMEOUT_FACTOR, TIMEOUT_FLOOR_S, unit_timeout_s, unit_timeouts
 
     one, two = _plan(["shard_size=auto"]), _plan(["shard_size=auto"])
     assert [s.shard_id for s in one.shards] == [s.shard_id for s in two.shards]
@@ -237,7 +237,7 @@ def test_auto_shards_are_deterministic_and_get_timeouts_from_their_estimate(monk
 
 
 def test_auto_needs_every_models_size() -> None:
-    from jobs.estimate import require_sizes
+    from jobs.grid.gpu_hours import require_sizes
 
     with pytest.raises(ConfigError, match="parameters:"):
         require_sizes({"llada-8b": dataclasses.replace(model_config("llada-8b"), parameters=None)})

@@ -1,4 +1,4 @@
-"""jobs/executors.py: the one dispatch (local here, debug/slurm as a submitted job), no cluster needed.
+"""jobs/cluster/executors.py: the one dispatch (local here, debug/slurm as a submitted job), no cluster needed.
 
 The grid's and the adaptation's real jobs through it: tests/jobs/test_slurm_inventory.py (debug),
 tests/workflows/test_adapt_workflow.py (debug), tests/jobs/test_slurm_cluster.py (the real Slurm).
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import executors
+from jobs.cluster import executors
 from streamgen.config import cluster_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,19 +43,30 @@ def test_debug_submits_the_job_and_returns_its_result(tmp_path: Path) -> None:
 
 
 def _compares_executor(tree: ast.AST) -> bool:
-    """Whether the module compares some ``.executor`` with the string ``'local'``."""
+    """Whether the module compares some ``.executor`` with a string or a collection of strings (a kind's name)."""
+    def is_name(node: ast.AST) -> bool:
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return any(is_name(e) for e in node.elts)
+        return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
-            if any(isinstance(s, ast.Attribute) and s.attr == "executor" for s in sides) and \
-                    any(isinstance(s, ast.Constant) and s.value == "local" for s in sides):
+            if any(isinstance(s, ast.Attribute) and s.attr == "executor" for s in sides) and any(map(is_name, sides)):
                 return True
     return False
 
 
-@pytest.mark.parametrize("package", ["jobs", "workflows", "bench"])
-def test_the_dispatch_is_written_once(package: str) -> None:
-    """Only jobs/executors.py decides "here or as a job" (validation of nodes=1 aside)."""
-    deciders = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / package).glob("*.py"))
+@pytest.mark.parametrize("package", ["jobs", "workflows", "bench", "streamgen"])
+def test_no_module_branches_on_the_executor_name(package: str) -> None:
+    """What differs between local, debug and Slurm is asked of the cluster kind (jobs/cluster/kinds.py), never
+    of ``cluster.executor``'s string: adding a kind edits no branch."""
+    deciders = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / package).rglob("*.py"))
                 if _compares_executor(ast.parse(p.read_text()))]
-    assert deciders == (["jobs/executors.py"] if package == "jobs" else [])
+    assert deciders == []
+
+
+def test_the_branch_finder_sees_the_old_branches() -> None:
+    assert _compares_executor(ast.parse('if cluster.executor == "local":\n    pass\n'))
+    assert _compares_executor(ast.parse('x = cluster.executor in ("local", "debug")\n'))
+    assert not _compares_executor(ast.parse("kind = KINDS.get(cluster.executor)\n"))

@@ -16,10 +16,10 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from jobs.driver import run_grid  # noqa: E402
-from jobs.plan import plan_grid  # noqa: E402
-from jobs.ray_env import start_ray, stop_ray  # noqa: E402
-from jobs.writer import ResultWriter  # noqa: E402
+from jobs.grid.plan import plan_grid  # noqa: E402
+from jobs.run.driver import run_grid  # noqa: E402
+from jobs.run.local_ray import start_ray, stop_ray  # noqa: E402
+from jobs.run.writer import ResultWriter  # noqa: E402
 from streamgen.config import ClusterConfig, RayConfig, grid_config  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -98,7 +98,7 @@ def test_pairing_same_actor_order_recorded_and_balanced(tmp_path: Path) -> None:
     runs = rows(tmp_path, "runs")
     assert len(runs) == 1 and runs[0]["finished_at"] and '"GPU": 2.0' in runs[0]["device_inventory"]
     assert "tiny-llama" in runs[0]["config_yaml"] and runs[0]["shards_done"] == 2
-    assert runs[0]["model_snapshots"] == '{"tiny-llama": null}'  # not a hub model: no snapshot (jobs/preflight.py)
+    assert runs[0]["model_snapshots"] == '{"tiny-llama": null}'  # not a hub model: no snapshot (jobs/grid/checkpoint_preflight.py)
 
 
 def test_damaged_shard_file_is_recomputed_and_the_rest_reused(tmp_path: Path) -> None:
@@ -123,7 +123,7 @@ def test_example_errors_are_rows_and_the_run_stops_past_max_error_fraction(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    from jobs.driver import GridAborted
+    from jobs.run.driver import GridAborted
     from streamgen.config import configs_dir
 
     # A model whose context (64 tokens) no request fits: run_pair raises for every example.
@@ -196,7 +196,7 @@ def test_a_sandbox_that_cannot_run_answers_fails_the_run_loudly(tmp_path: Path,
     column of `error` verdicts: the run raises, naming the fix, and writes no such shard."""
     import shutil
 
-    from jobs.driver import GridAborted, SandboxUnavailable
+    from jobs.run.driver import GridAborted, SandboxUnavailable
     from streamgen.config import configs_dir
 
     configs = tmp_path / "configs"
@@ -237,7 +237,7 @@ def test_a_run_compacts_at_its_end_and_a_rerun_finds_every_shard_in_the_manifest
     """The driver's end-of-run compaction, through Ray: the study's threshold (256 loose shards) lowered to
     this grid's size, so the run itself merges every shard (no reader's compaction is involved)."""
     from analysis.tables import build_tables
-    from jobs import driver
+    from jobs.run import driver
     from streamgen.results.compaction import loose_shards
     from streamgen.results.manifest import read_manifest
 
@@ -265,7 +265,7 @@ def test_a_run_stopped_midway_leaves_at_most_compact_every_loose_shards_and_ever
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Compaction during the run (``COMPACT_EVERY_SHARDS``, lowered from 1,000 to 2): a run stopped as its
     4th shard is about to be written has merged its first 2 as it ran and left the 3rd in per-shard files."""
-    from jobs import driver
+    from jobs.run import driver
     from streamgen.results import compaction
     from streamgen.results.compaction import loose_shards
     from streamgen.results.manifest import read_manifest

@@ -17,8 +17,8 @@ ray = pytest.importorskip("ray")
 
 from analysis.report import write_report  # noqa: E402
 from analysis.tables import build_tables  # noqa: E402
-from jobs.driver import run_grid  # noqa: E402
-from jobs.ray_env import start_ray, stop_ray  # noqa: E402
+from jobs.run.driver import run_grid  # noqa: E402
+from jobs.run.local_ray import start_ray, stop_ray  # noqa: E402
 from streamgen.config import RayConfig, grid_config  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -1,4 +1,4 @@
-"""jobs.preemption with real SIGUSR2 signals in this process (no cluster): a stand-in for submitit's
+"""jobs.cluster.preemption_relay with real SIGUSR2 signals in this process (no cluster): a stand-in for submitit's
 handler records each call, as submitit's would checkpoint and requeue."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import preemption
+from jobs.cluster import preemption_relay
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def _wait_until(condition, timeout_s: float = 5.0) -> None:  # type: ignore[no-u
 
 def test_a_signal_to_another_rank_asks_rank_0_and_keeps_running(tmp_path: Path, submitit_handler: list[int]) -> None:
     request = tmp_path / "1_r0_preempt"
-    with preemption.relay(is_head=False, request_file=request):
+    with preemption_relay.relay(is_head=False, request_file=request):
         os.kill(os.getpid(), signal.SIGUSR2)
         _wait_until(request.exists)
         assert submitit_handler == [signal.SIGUSR2]  # submitit still logs it (and, on rank > 0, returns)
@@ -44,7 +44,7 @@ def test_a_signal_to_another_rank_asks_rank_0_and_keeps_running(tmp_path: Path, 
 def test_rank_0_acts_on_the_relayed_request_and_on_a_direct_signal_only_once(
         tmp_path: Path, submitit_handler: list[int]) -> None:
     request = tmp_path / "1_r0_preempt"
-    with preemption.relay(is_head=True, request_file=request, poll_s=0.05):
+    with preemption_relay.relay(is_head=True, request_file=request, poll_s=0.05):
         time.sleep(0.2)
         assert submitit_handler == []  # no request file, no signal: nothing happens
         request.write_text("nodeB 123\n")  # what another rank writes
@@ -61,7 +61,7 @@ def test_rank_0_acts_on_the_relayed_request_and_on_a_direct_signal_only_once(
 def test_without_a_python_handler_nothing_is_installed(tmp_path: Path) -> None:
     previous = signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     try:
-        with preemption.relay(is_head=True, request_file=tmp_path / "x"):
+        with preemption_relay.relay(is_head=True, request_file=tmp_path / "x"):
             assert signal.getsignal(signal.SIGUSR2) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGUSR2, previous)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.preflight import preflight
+from jobs.grid.checkpoint_preflight import preflight
 from streamgen.config import model_config
 from streamgen.models.checkpoints import causal_lm_expected, stored_weights
 from tests.support.checkpoint_cache import (

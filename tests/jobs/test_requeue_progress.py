@@ -1,4 +1,4 @@
-"""A time-out requeue that finished work does not count against ``max_requeues`` (jobs/executors.py,
+"""A time-out requeue that finished work does not count against ``max_requeues`` (jobs/cluster/executors.py,
 ``RayJob.checkpoint``): submitit lowers the countdown it hands the resubmitted job by one per time-out;
 an attempt whose results directory grew gets that one back, never above ``max_requeues``."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs import stop_signals
-from jobs.executors import GridTask, RayJob
+from jobs.cluster.executors import GridTask, RayJob
+from jobs.run import stop_signals
 from streamgen.config import GridConfig, RayConfig
 
 

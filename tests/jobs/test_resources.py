@@ -1,4 +1,4 @@
-"""The allocation checked against the work (jobs/resources.py): every rule passes at its boundary and
+"""The allocation checked against the work (jobs/grid/allocation_fit.py): every rule passes at its boundary and
 refuses just past it, with the boundary computed here from the rule's own terms; the shipped cluster
 files against the study's grid; the one message of a dry run that asks too little."""
 
@@ -9,10 +9,18 @@ import math
 
 import pytest
 
-from jobs import executors, resources
-from jobs.actors import GPU_ACTOR_CPUS, actor_options
-from jobs.preflight import grid_models
-from jobs.resources import GIB, HEADROOM_BASE_GIB, HEADROOM_PER_ACTOR_GIB, UNIT_TIME_FRACTION, WorkFacts
+from jobs.cluster import executors
+from jobs.cluster import local as local_kind
+from jobs.grid import allocation_fit
+from jobs.grid.allocation_fit import (
+    GIB,
+    HEADROOM_BASE_GIB,
+    HEADROOM_PER_ACTOR_GIB,
+    UNIT_TIME_FRACTION,
+    WorkFacts,
+)
+from jobs.grid.checkpoint_preflight import grid_models
+from jobs.run.actors import GPU_ACTOR_CPUS, actor_options
 from streamgen.config import (
     ClusterConfig,
     GridConfig,
@@ -41,7 +49,7 @@ def _grid(**kw: object) -> GridConfig:
 def _problems(grid: GridConfig, cluster: ClusterConfig, models: dict[str, ModelConfig] | None = None,
               facts: WorkFacts | None = None) -> tuple[str, ...]:
     models = models if models is not None else {"big": HUB}
-    return resources.check(grid, cluster, models, executors.allocation(grid, cluster), facts).problems
+    return allocation_fit.check(grid, cluster, models, executors.allocation(grid, cluster), facts).problems
 
 
 def test_hub_models_need_a_gpu_per_actor_tiny_ones_do_not() -> None:
@@ -95,7 +103,7 @@ def test_the_biggest_model_counts_and_unknown_bytes_are_a_note() -> None:
     facts = WorkFacts({"big": None, "tiny-llama": 10 * GIB})  # the known one is the biggest known
     need = 1 + 10 + HEADROOM_BASE_GIB + HEADROOM_PER_ACTOR_GIB
     cluster = _slurm(gpus_per_node=1, mem_gb=int(need))
-    fit = resources.check(grid, cluster, models, executors.allocation(grid, cluster), facts)
+    fit = allocation_fit.check(grid, cluster, models, executors.allocation(grid, cluster), facts)
     assert fit.problems == ()
     assert any("bytes of big are not known" in n and "checked without them" in n for n in fit.notes)
     assert _problems(grid, dataclasses.replace(cluster, mem_gb=int(need) - 1), models, facts)
@@ -109,7 +117,7 @@ def test_memory_is_a_slurm_rule() -> None:
 def test_units_stay_within_a_fraction_of_the_smaller_limit() -> None:
     grid = _grid(acceptance=["greedy", "threshold"], taus=[0.5, 0.9], shard_timeout_s=1000.0, shard_size=8)
     shards_per_unit = 1 + 2  # greedy and each τ share one work unit
-    assert resources.shards_per_unit(grid) == shards_per_unit
+    assert allocation_fit.shards_per_unit(grid) == shards_per_unit
     unit_timeout, slurm_limit = 1000.0 * shards_per_unit, 40 * 60.0
     allowed = UNIT_TIME_FRACTION * min(unit_timeout, slurm_limit)
     cluster = _slurm(timeout_min=40)
@@ -128,7 +136,7 @@ def test_units_stay_within_a_fraction_of_the_smaller_limit() -> None:
 
 def test_unknown_unit_seconds_are_a_note() -> None:
     grid, cluster = _grid(), _slurm()
-    fit = resources.check(grid, cluster, {"big": HUB}, executors.allocation(grid, cluster))
+    fit = allocation_fit.check(grid, cluster, {"big": HUB}, executors.allocation(grid, cluster))
     assert fit.problems == () and any(n.startswith("unit time: no estimate for 1") for n in fit.notes)
 
 
@@ -156,12 +164,12 @@ def test_allocation_local_ray_has_workers_plus_scorers_cpus() -> None:
     grid, local = grid_config("local"), cluster_config("local")
     shape = executors.allocation(grid, local)
     assert shape.ray_cpus_per_node == grid.workers + grid.score_workers and shape.nodes == 1
-    assert resources.check(grid, local, grid_models(grid), shape).problems == ()
+    assert allocation_fit.check(grid, local, grid_models(grid), shape).problems == ()
     gpu = dataclasses.replace(grid, workers=1, ray=dataclasses.replace(grid.ray, num_gpus=1))
     shape = executors.allocation(gpu, local)
     assert (shape.gpus_per_node, shape.actors_per_node, shape.ray_cpus_per_node) == (1, 1, 1 + grid.score_workers)
-    assert resources.check(gpu, local, grid_models(gpu), shape).problems == ()
-    assert resources.check(dataclasses.replace(gpu, workers=2), local, grid_models(gpu), shape).problems
+    assert allocation_fit.check(gpu, local, grid_models(gpu), shape).problems == ()
+    assert allocation_fit.check(dataclasses.replace(gpu, workers=2), local, grid_models(gpu), shape).problems
 
 
 def test_gpu_actors_reserve_a_cpu_cpu_actors_their_share() -> None:
@@ -180,9 +188,9 @@ def test_small_models_are_under_their_bound() -> None:
         cfg = model_config(name)
         model = model_family(cfg.family).load(cfg, "cpu").model
         size = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
-        assert 0 < size <= resources.SMALL_MODEL_BYTES, (name, size)
-        assert resources.known_facts({name: cfg}).model_bytes[name] == resources.SMALL_MODEL_BYTES
-    assert resources.known_facts({"big": HUB}).model_bytes["big"] is None
+        assert 0 < size <= allocation_fit.SMALL_MODEL_BYTES, (name, size)
+        assert allocation_fit.known_facts({name: cfg}).model_bytes[name] == allocation_fit.SMALL_MODEL_BYTES
+    assert allocation_fit.known_facts({"big": HUB}).model_bytes["big"] is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,7 +205,7 @@ def test_the_study_files_fit_the_full_grid(name: str) -> None:
     grid, cluster = grid_config("full"), cluster_config(name)
     models = grid_models(grid)
     facts = WorkFacts({m: GEMMA_12B_BYTES for m in models})  # every model as big as the biggest
-    fit = resources.check(grid, cluster, models, executors.allocation(grid, cluster), facts)
+    fit = allocation_fit.check(grid, cluster, models, executors.allocation(grid, cluster), facts)
     assert fit.problems == ()
     actors = min(grid.workers, cluster.gpus_per_node)
     need = grid.ray.object_store_mb / 1024 + actors * GEMMA_12B_BYTES / GIB + HEADROOM_BASE_GIB + \
@@ -220,16 +228,16 @@ def test_the_test_cluster_file_refuses_the_study_in_one_message(capsys: pytest.C
 def test_a_local_machines_gpus_found_not_declared_cap_workers_instead(monkeypatch: pytest.MonkeyPatch) -> None:
     """The README's main command on a one-GPU workstation still runs (the driver caps workers=2 to 1 with a
     warning); declaring the GPU (ray.num_gpus=1) makes workers=2 a refusal; hub models see the found GPU."""
-    monkeypatch.setattr(executors.slurm_inventory, "local_gpu_count", lambda: 1)
+    monkeypatch.setattr(local_kind, "local_gpu_count", lambda: 1)
     grid, local = grid_config("local"), cluster_config("local")
     shape = executors.allocation(grid, local)
     assert (shape.gpus_per_node, shape.declared, shape.actors_per_node) == (1, 0, 1)
-    assert resources.check(grid, local, grid_models(grid), shape).problems == ()
+    assert allocation_fit.check(grid, local, grid_models(grid), shape).problems == ()
     declared = dataclasses.replace(grid, ray=dataclasses.replace(grid.ray, num_gpus=1))
-    (line,) = resources.check(declared, local, grid_models(grid), executors.allocation(declared, local)).problems
+    (line,) = allocation_fit.check(declared, local, grid_models(grid), executors.allocation(declared, local)).problems
     assert "set workers=1" in line
     hub = _grid(workers=1, ray=RayConfig(object_store_mb=256))
-    assert resources.check(hub, local, {"big": HUB}, executors.allocation(hub, local)).problems == ()
+    assert allocation_fit.check(hub, local, {"big": HUB}, executors.allocation(hub, local)).problems == ()
 
 
 def test_the_whole_run_must_fit_the_time_limit_times_the_requeues() -> None:

@@ -1,4 +1,4 @@
-"""The one row builder (jobs/rows.py): identity columns from the cell, nulls derived from the
+"""The one row builder (jobs/run/rows.py): identity columns from the cell, nulls derived from the
 records, one spelling of the cell label from the grid to the nightly comparison."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from analysis.regression import cell_key
-from jobs.rows import RowContext, error_rows, excluded_rows
+from jobs.run.rows import RowContext, error_rows, excluded_rows
 from streamgen.acceptance_rules import Threshold, column_label, make_rule
 from streamgen.config import TypingConfig, benchmark_config, model_config
 from streamgen.results.cells import Cell, cell_label, settings_json

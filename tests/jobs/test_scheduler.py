@@ -13,10 +13,10 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from jobs.actors import actor_options  # noqa: E402
-from jobs.ray_env import start_ray, stop_ray  # noqa: E402
-from jobs.scheduler import Decoded, Finished, Scheduler, WorkUnit  # noqa: E402
-from jobs.stop_signals import RunInterrupted, catching  # noqa: E402
+from jobs.run.actors import actor_options  # noqa: E402
+from jobs.run.local_ray import start_ray, stop_ray  # noqa: E402
+from jobs.run.scheduler import Decoded, Finished, Scheduler, WorkUnit  # noqa: E402
+from jobs.run.stop_signals import RunInterrupted, catching  # noqa: E402
 from streamgen.config import RayConfig  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -131,7 +131,7 @@ def test_a_unit_over_its_timeout_gets_its_actor_killed() -> None:
 
 
 def test_a_units_own_timeout_replaces_the_schedulers() -> None:
-    """shard_size: auto gives each unit a timeout from its estimate (jobs/unit_sizing.py): a unit longer
+    """shard_size: auto gives each unit a timeout from its estimate (jobs/grid/unit_sizing.py): a unit longer
     than the scheduler's default survives on its own allowance, and one over its own is killed."""
     loop, done, failed = _scheduler(1, max_attempts=1, unit_timeout_s=1.0, load_timeout_s=8.0)
     loop.run([WorkUnit("patient", "A", 12.0, timeout_s=60.0), WorkUnit("impatient", "A", 60.0, timeout_s=2.0),

@@ -1,6 +1,6 @@
-"""Each distinct answer of an example is scored once per work unit (``jobs.rows.score_unit``).
+"""Each distinct answer of an example is scored once per work unit (``jobs.run.rows.score_unit``).
 
-The acceptance cells of a work unit share one base run per example (``jobs.shared_work``), and a
+The acceptance cells of a work unit share one base run per example (``jobs.grid.units``), and a
 greedy stream answer often equals the base answer, so scoring every pair's two answers ran the same
 program up to 2 × cells times (10× per example for the two-mode diffusion models). The tests count what
 reaches the scorer and the sandbox, against a count derived from the rows themselves (the set of distinct
@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from jobs.actors import ModelActor
-from jobs.plan import GridPlan, plan_grid
-from jobs.rows import ShardRows, score_unit
-from jobs.shared_work import group_shards
+from jobs.grid.plan import GridPlan, plan_grid
+from jobs.grid.units import group_shards
+from jobs.run.actors import ModelActor
+from jobs.run.rows import ShardRows, score_unit
 from streamgen.benchmarks import load_benchmark
 from streamgen.benchmarks.code_benchmark import CodeBenchmark
 from streamgen.benchmarks.execution import Runner

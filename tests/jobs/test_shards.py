@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jobs.shards import Cell, balanced_order, expand_cells, expand_shards, stable_hash
+from jobs.grid.shards import Cell, balanced_order, expand_cells, expand_shards, stable_hash
 from streamgen.config import BenchmarkConfig, GridConfig, ModelConfig, TypingConfig
 
 MODELS = {

@@ -1,10 +1,10 @@
-"""Shared work across acceptance cells (jobs/shared_work.py, streamgen/shared.py): one base run and one
+"""Shared work across acceptance cells (jobs/grid/units.py, streamgen/shared.py): one base run and one
 first stream step per example serve every (acceptance, τ) cell, and the rows are those of separate runs.
 
 Scripted ``calibrated`` models of all four families (streamgen/models/scripted.py: answer probabilities
 0.99, 0.95, 0.8, 0.6, 0.3, …), so greedy, τ=0.5 and τ=0.9 keep different draft lengths and the cells'
 streams diverge after the shared first step. The actor runs in-process (no Ray); the rows come from
-the CPU worker's own builder (``jobs.rows.score_unit``).
+the CPU worker's own builder (``jobs.run.rows.score_unit``).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from bench.compare_results import comparable
-from jobs.actors import ModelActor
-from jobs.plan import GridPlan, plan_grid
-from jobs.rows import ShardRows, score_unit
-from jobs.shared_work import group_shards
+from jobs.grid.plan import GridPlan, plan_grid
+from jobs.grid.units import group_shards
+from jobs.run.actors import ModelActor
+from jobs.run.rows import ShardRows, score_unit
 from streamgen.acceptance_rules import column_param
 from streamgen.config import grid_config
 from tests.support.forward_count import predicted_forwards_executed

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from jobs import executors
+from jobs.cluster import executors
 from streamgen.config import REPO_ROOT, ConfigError, GridConfig, cluster_config, grid_config
 from tests.support.analysis_fixtures import read_pairs
 

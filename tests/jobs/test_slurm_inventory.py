@@ -9,7 +9,8 @@ import dataclasses
 
 import pytest
 
-from jobs import executors, slurm_inventory
+from jobs.cluster import executors, slurm_partition
+from jobs.cluster import local as local_kind
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, cluster_config, grid_config
 from tests.support.analysis_fixtures import read_pairs
 
@@ -26,42 +27,42 @@ def _cluster(**kw: object) -> ClusterConfig:
 
 
 def test_parse_gres_typed_untyped_and_socket_suffix() -> None:
-    assert slurm_inventory.parse_gres("gpu:2") == {"": 2}
-    assert slurm_inventory.parse_gres("gpu:a100:4(S:0-1),gpu:v100:2") == {"a100": 4, "v100": 2}
-    assert slurm_inventory.parse_gres("(null)") == {}
-    assert slurm_inventory.parse_gres("mps:100,gpu:1") == {"": 1}
+    assert slurm_partition.parse_gres("gpu:2") == {"": 2}
+    assert slurm_partition.parse_gres("gpu:a100:4(S:0-1),gpu:v100:2") == {"a100": 4, "v100": 2}
+    assert slurm_partition.parse_gres("(null)") == {}
+    assert slurm_partition.parse_gres("mps:100,gpu:1") == {"": 1}
 
 
 def test_default_partition_is_the_starred_one() -> None:
-    inv = slurm_inventory.parse_sinfo(SINFO, None)
+    inv = slurm_partition.parse_sinfo(SINFO, None)
     assert inv.partition == "gpu"
     assert [n.name for n in inv.nodes] == ["gpu01", "gpu02", "gpu03"]
-    assert slurm_inventory.parse_sinfo(SINFO, "cpu").nodes[0].gpus == {}
+    assert slurm_partition.parse_sinfo(SINFO, "cpu").nodes[0].gpus == {}
 
 
 def test_too_many_gpus_per_node_is_refused_naming_the_fix() -> None:
-    inv = slurm_inventory.parse_sinfo(SINFO, "gpu")
-    problems = slurm_inventory.check(_cluster(gpus_per_node=8), inv)
+    inv = slurm_partition.parse_sinfo(SINFO, "gpu")
+    problems = slurm_partition.check(_cluster(gpus_per_node=8), inv)
     assert len(problems) == 1
     assert "gpus_per_node=8" in problems[0] and "has 4 GPU(s)" in problems[0]
     assert "set gpus_per_node=4 or fewer" in problems[0]
-    assert slurm_inventory.check(_cluster(gpus_per_node=4, nodes=2), inv) == []
+    assert slurm_partition.check(_cluster(gpus_per_node=4, nodes=2), inv) == []
 
 
 def test_gpu_type_counts_and_node_count() -> None:
-    inv = slurm_inventory.parse_sinfo(SINFO, "gpu")
-    assert slurm_inventory.check(_cluster(gpus_per_node=2, gpu_type="v100"), inv) == []
-    assert "of type v100" in slurm_inventory.check(_cluster(gpus_per_node=4, gpu_type="v100"), inv)[0]
-    unknown = slurm_inventory.check(_cluster(gpus_per_node=1, gpu_type="h100"), inv)
+    inv = slurm_partition.parse_sinfo(SINFO, "gpu")
+    assert slurm_partition.check(_cluster(gpus_per_node=2, gpu_type="v100"), inv) == []
+    assert "of type v100" in slurm_partition.check(_cluster(gpus_per_node=4, gpu_type="v100"), inv)[0]
+    unknown = slurm_partition.check(_cluster(gpus_per_node=1, gpu_type="h100"), inv)
     assert "matches no node feature or GPU type" in unknown[0] and "a100" in unknown[0]
-    too_many_nodes = slurm_inventory.check(_cluster(gpus_per_node=4, nodes=3), inv)
+    too_many_nodes = slurm_partition.check(_cluster(gpus_per_node=4, nodes=3), inv)
     assert "only 2 node(s)" in too_many_nodes[0]
     assert inv.gpu_type_mode("a100") == "constraint" and inv.gpu_type_mode("v100") == "constraint"
-    assert slurm_inventory.parse_sinfo(SINFO.replace("|v100|", "|(null)|"), "gpu").gpu_type_mode("v100") == "gres"
+    assert slurm_partition.parse_sinfo(SINFO.replace("|v100|", "|(null)|"), "gpu").gpu_type_mode("v100") == "gres"
 
 
 def test_empty_partition_is_refused() -> None:
-    assert "no nodes" in slurm_inventory.check(_cluster(), slurm_inventory.parse_sinfo(SINFO, "nope"))[0]
+    assert "no nodes" in slurm_partition.check(_cluster(), slurm_partition.parse_sinfo(SINFO, "nope"))[0]
 
 
 def test_executor_parameters_map_every_cluster_field() -> None:
@@ -93,7 +94,7 @@ def test_cluster_validation_lists_every_problem() -> None:
 
 def test_submit_refuses_before_queueing(tmp_path) -> None:
     """A debug executor asking for more GPUs than this machine has: ConfigError, no job folder made."""
-    have = slurm_inventory.local_gpu_count()
+    have = local_kind.local_gpu_count()
     c = dataclasses.replace(cluster_config("debug"), gpus_per_node=have + 1, log_dir=str(tmp_path / "logs"))
     with pytest.raises(ConfigError, match=f"gpus_per_node={have + 1} but this machine has {have} GPU"):
         executors.submit_grid(GridConfig(), c, task=print)
@@ -118,26 +119,26 @@ TWO_NODES = "nodeA|4|gpu:2|(null)|debug*\nnodeB|4|gpu:2|(null)|debug*\n"
 
 
 def test_multi_node_requests_are_checked_per_node() -> None:
-    inv = slurm_inventory.parse_sinfo(TWO_NODES, None)
-    assert slurm_inventory.check(_cluster(nodes=2, gpus_per_node=2, cpus_per_task=4), inv) == []
-    too_many_nodes = slurm_inventory.check(_cluster(nodes=3, gpus_per_node=1), inv)
+    inv = slurm_partition.parse_sinfo(TWO_NODES, None)
+    assert slurm_partition.check(_cluster(nodes=2, gpus_per_node=2, cpus_per_task=4), inv) == []
+    too_many_nodes = slurm_partition.check(_cluster(nodes=3, gpus_per_node=1), inv)
     assert len(too_many_nodes) == 1 and "nodes=3 but only 2 node(s)" in too_many_nodes[0]
     assert "set nodes=2 or fewer" in too_many_nodes[0] and "gpus_per_node=" not in too_many_nodes[0].split(":")[1]
-    too_many_gpus = slurm_inventory.check(_cluster(nodes=2, gpus_per_node=3), inv)
+    too_many_gpus = slurm_partition.check(_cluster(nodes=2, gpus_per_node=3), inv)
     assert len(too_many_gpus) == 1 and "set gpus_per_node=2 or fewer" in too_many_gpus[0]
-    uneven = slurm_inventory.parse_sinfo(TWO_NODES.replace("nodeB|4|gpu:2", "nodeB|4|gpu:1"), None)
-    problem = slurm_inventory.check(_cluster(nodes=2, gpus_per_node=2), uneven)
+    uneven = slurm_partition.parse_sinfo(TWO_NODES.replace("nodeB|4|gpu:2", "nodeB|4|gpu:1"), None)
+    problem = slurm_partition.check(_cluster(nodes=2, gpus_per_node=2), uneven)
     # the largest node has 2 GPUs, but only one node does: fewer nodes, or the 2nd-largest node's count
     assert len(problem) == 1 and "only 1 node(s)" in problem[0]
     assert "set nodes=1 or fewer, or gpus_per_node=1 to get 2 nodes" in problem[0]
-    assert slurm_inventory.check(_cluster(nodes=2, gpus_per_node=1), uneven) == []
+    assert slurm_partition.check(_cluster(nodes=2, gpus_per_node=1), uneven) == []
 
 
 def test_multi_node_example_config_runs_on_the_test_cluster() -> None:
     cluster = cluster_config("slurm_2nodes")
     assert cluster.nodes == 2 and cluster.gpus_per_node >= 1 and cluster.partition == "debug"
     assert cluster.timeout_min > 10  # a USR2 must count as a preemption, not a time-out
-    assert slurm_inventory.check(cluster, slurm_inventory.parse_sinfo(TWO_NODES, None)) == []
+    assert slurm_partition.check(cluster, slurm_partition.parse_sinfo(TWO_NODES, None)) == []
     p = executors.executor_parameters(cluster, "smoke")
     assert p["nodes"] == 2 and p["tasks_per_node"] == 1 and p["gpus_per_node"] == cluster.gpus_per_node
     assert not any("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" in line for line in p["slurm_setup"])

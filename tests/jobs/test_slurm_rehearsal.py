@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from jobs import executors, resources
-from jobs.actors import GPU_ACTOR_CPUS
-from jobs.plan import plan_grid
-from jobs.preflight import grid_models
+from jobs.cluster import executors
+from jobs.grid import allocation_fit
+from jobs.grid.checkpoint_preflight import grid_models
+from jobs.grid.plan import plan_grid
+from jobs.run.actors import GPU_ACTOR_CPUS
 from streamgen.config import ConfigError, cluster_config, grid_config
 from tests.jobs.test_slurm_cluster import _final_states, _job_ids, _runs, _sinfo_nodes, _wait
 from tests.jobs.test_slurm_cluster import (
@@ -46,11 +47,11 @@ def _grid(results: Path, *more: str) -> Any:
 
 
 def _need() -> tuple[int, int]:
-    """(cpus_per_task, mem_gb) at the rules' boundaries for this grid (jobs/resources.py)."""
+    """(cpus_per_task, mem_gb) at the rules' boundaries for this grid (jobs/grid/allocation_fit.py)."""
     actors = min(WORKERS, GPUS)  # per node
     cpus = actors * GPU_ACTOR_CPUS + SCORERS
-    mem = (STORE_MB / 1024 + actors * resources.SMALL_MODEL_BYTES / resources.GIB + resources.HEADROOM_BASE_GIB
-           + resources.HEADROOM_PER_ACTOR_GIB * actors)
+    mem = (STORE_MB / 1024 + actors * allocation_fit.SMALL_MODEL_BYTES / allocation_fit.GIB + allocation_fit.HEADROOM_BASE_GIB
+           + allocation_fit.HEADROOM_PER_ACTOR_GIB * actors)
     return cpus, math.ceil(mem)
 
 
@@ -79,7 +80,7 @@ def test_undersized_variants_are_refused_in_one_message_before_anything_is_queue
 def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("rehearsal")
     grid, cluster = _grid(tmp / "r"), _cluster(tmp)
-    fit = resources.check(grid, cluster, grid_models(grid), executors.allocation(grid, cluster))
+    fit = allocation_fit.check(grid, cluster, grid_models(grid), executors.allocation(grid, cluster))
     job = executors.submit_grid(grid, cluster)  # its checks pass: it is queued
     summary = executors.follow(job, poll_s=1.0)
     log = job.paths.stderr.read_text() + job.paths.stdout.read_text()
@@ -123,7 +124,7 @@ def test_a_unit_killed_at_its_time_limit_resumes_from_its_finished_examples(tmp_
     only the examples it had not finished.
 
     At the time limit Slurm sends the job SIGUSR2 (submitit asks for ``--signal=USR2@<delay>``) and
-    submitit requeues it (jobs/executors.py); the test sends that same signal with ``scancel
+    submitit requeues it (jobs/cluster/executors.py); the test sends that same signal with ``scancel
     --signal=USR2`` once a unit has spooled its first example, rather than waiting out a real limit
     (at least a minute, and the rerun would meet it again). Examples are typed live at 25 chars/s, so
     each takes seconds of real time (sleeping, not computing): the unit is still mid-way when the

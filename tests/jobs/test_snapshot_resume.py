@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.plan import plan_grid
-from jobs.preflight import preflight, recorded_snapshots, snapshot_conflicts
-from jobs.writer import ResultWriter
+from jobs.grid.checkpoint_preflight import preflight, recorded_snapshots, snapshot_conflicts
+from jobs.grid.plan import plan_grid
+from jobs.run.writer import ResultWriter
 from streamgen.config import ConfigError, grid_config, model_config
 from streamgen.results.records import SCHEMA_VERSION, RunRecord
 from tests.support.checkpoint_cache import COMMIT, STUDY_MODELS, write_snapshot
@@ -119,7 +119,7 @@ def test_a_slurm_submission_is_refused_before_the_gpus_are_booked(cache: Path, t
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """submit_grid checks the checkpoints before anything is queued (the grid's job would run the same
     pre-flight on its head node, but only once its GPUs are allocated)."""
-    from jobs import executors
+    from jobs.cluster import executors
     from streamgen.config import cluster_config
 
     submitted = []

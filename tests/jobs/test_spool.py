@@ -1,4 +1,4 @@
-"""A work unit killed mid-way resumes from its finished examples (jobs/spool.py, issue 38).
+"""A work unit killed mid-way resumes from its finished examples (jobs/run/spool.py, issue 38).
 
 The actor runs in-process on scripted ``calibrated`` models (an autoregressive and a LLaDA-style one:
 greedy and τ=0.5 keep different draft lengths, so the unit's two cells differ after the shared step 1).
@@ -26,13 +26,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.compare_results import comparable
-from jobs import actors
-from jobs.actors import ModelActor
-from jobs.plan import GridPlan, plan_grid
-from jobs.rows import ShardRows, score_unit
-from jobs.shared_work import group_shards
-from jobs.spool import SpoolKey, UnitSpool, spool_path
-from jobs.tasks import DecodedShard, ExampleTask, Placement, ShardTask
+from jobs.grid.plan import GridPlan, plan_grid
+from jobs.grid.shard_tasks import DecodedShard, ExampleTask, Placement, ShardTask
+from jobs.grid.units import group_shards
+from jobs.run import actors
+from jobs.run.actors import ModelActor
+from jobs.run.rows import ShardRows, score_unit
+from jobs.run.spool import SpoolKey, UnitSpool, spool_path
 from streamgen.config import grid_config
 from tests.support.forward_count import predicted_forwards_executed
 
@@ -146,7 +146,7 @@ def test_a_stale_or_foreign_spool_is_not_reused(plan: GridPlan, mismatch: str, t
     tasks = _tasks(plan, model, share=mismatch != "shards", code_version="other" if mismatch == "code_version" else "test")
     if mismatch == "device":
         monkeypatch.setattr(actors, "pick_device", lambda cpu_fallback=False: ("cpu", "cuda:Other GPU", Placement()))
-    with caplog.at_level(logging.WARNING, logger="jobs.spool"):
+    with caplog.at_level(logging.WARNING, logger="jobs.run.spool"):
         decoded, result = _run(plan, model, tasks, folder, monkeypatch)
     assert result is not None and decoded == list(tasks[0].shard.example_ids), "every example decoded again"
     assert [d.resumed for d in result] == [0] * len(tasks)
@@ -176,14 +176,14 @@ def test_a_damaged_spool_line_is_skipped_with_a_warning(plan: GridPlan, damage: 
         doc["results"] = base64.b64encode(pickle.dumps(changed)).decode()
         second = json.dumps(doc).encode() + b"\n"
     path.write_bytes(first + second)
-    with caplog.at_level(logging.WARNING, logger="jobs.spool"):
+    with caplog.at_level(logging.WARNING, logger="jobs.run.spool"):
         decoded, result = _run(plan, model, tasks, folder, monkeypatch)
     ids = list(tasks[0].shard.example_ids)
     assert result is not None and decoded == ids[1:] and [d.resumed for d in result] == [1, 1]
     [warning] = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
     assert str(path) in warning and "line 2: damaged" in warning and "skipped 1 of 2 lines" in warning, warning
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="jobs.spool"):
+    with caplog.at_level(logging.WARNING, logger="jobs.run.spool"):
         assert list(_spool(tasks, folder).load()) == ids, "the damaged line is skipped, every other line reads"
     assert "line 2: damaged" in caplog.text
 
@@ -203,7 +203,7 @@ def test_an_actor_killed_mid_unit_is_requeued_and_resumes_from_its_spool(tmp_pat
     """Real Ray: the unit's actor is killed once K examples are spooled; the scheduler requeues the unit
     on a fresh actor, which decodes only the examples not spooled. The rows equal an uninterrupted run's,
     the run record says how many were resumed, and the spool is gone once the shards are written."""
-    from jobs.driver import run_grid
+    from jobs.run.driver import run_grid
 
     full_dir, killed_dir = tmp_path / "full", tmp_path / "killed"
     run_grid(grid_config("smoke", [*GRID, f"results_dir={full_dir}"]), progress=False)

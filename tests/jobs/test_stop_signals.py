@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from jobs import stop_signals
-from jobs.stop_signals import RunInterrupted, catching, wrapped_in
+from jobs.run import stop_signals
+from jobs.run.stop_signals import RunInterrupted, catching, wrapped_in
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

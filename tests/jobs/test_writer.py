@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.shards import expand_cells, expand_shards
-from jobs.writer import ResultWriter
+from jobs.grid.shards import expand_cells, expand_shards
+from jobs.run.writer import ResultWriter
 from streamgen.config import BenchmarkConfig, GridConfig, ModelConfig
 from streamgen.results.records import SCHEMA_VERSION, PairRecord, StepRecord, arrow_schema
 

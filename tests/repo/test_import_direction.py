@@ -152,10 +152,10 @@ def test_no_import_cycle_among_streamgen_modules() -> None:
 
 def test_no_import_cycle_among_jobs_modules() -> None:
     """The driver side too: the scheduler yields events instead of calling the driver back, and the
-    row builder (jobs.rows) names the actor's task types for annotations only."""
+    row builder (jobs.run.rows) names the actor's task types for annotations only."""
     graph = import_graph(package="jobs")
-    assert "jobs.rows" in graph["jobs.driver"] and "jobs.scheduler" in graph["jobs.driver"]
-    assert not graph["jobs.scheduler"] & set(graph), "the scheduler imports nothing of jobs/"
+    assert "jobs.run.rows" in graph["jobs.run.driver"] and "jobs.run.scheduler" in graph["jobs.run.driver"]
+    assert not graph["jobs.run.scheduler"] & set(graph), "the scheduler imports nothing of jobs/"
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
@@ -193,7 +193,7 @@ def test_type_checking_imports_are_not_edges(tmp_path: Path) -> None:
 # No import circle at all among our modules, counting every import a reader has to follow: those
 # inside functions and those under ``if TYPE_CHECKING:`` too (a type-only circle still means two
 # modules that each need the other to be read). Shared types live in the module that owns them
-# (jobs.tasks, streamgen.requests.request, analysis.simulate's inputs).
+# (jobs.grid.shard_tasks, streamgen.requests.request, analysis.simulate's inputs).
 # --------------------------------------------------------------------------------------------
 
 
@@ -205,13 +205,13 @@ def reader_graph(root: Path = ROOT, packages: Collection[str] = PACKAGES) -> dic
 
 def test_no_import_circle_even_type_only_or_inside_functions() -> None:
     graph = reader_graph()
-    assert {"jobs.tasks", "streamgen.requests.request"} <= set(graph)
+    assert {"jobs.grid.shard_tasks", "streamgen.requests.request"} <= set(graph)
     cycle = find_cycle(graph)
     assert cycle is None, " -> ".join(cycle or [])
 
 
 @pytest.mark.parametrize("importer,imported", [
-    ("jobs.tasks", "jobs.rows"),            # the old ShardTask.row_context
+    ("jobs.grid.shard_tasks", "jobs.run.rows"),            # the old ShardTask.row_context
     ("streamgen.live", "streamgen.stream"),  # the old TYPE_CHECKING import of StreamRequest
     ("analysis.timing", "analysis.simulate"),  # the old function-level import of Script
 ])

@@ -81,10 +81,10 @@ def test_dry_run_counts_complete_shards_and_estimates_from_earlier_rows(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Rows in results_dir: the plan names the complete shard, and the estimate takes the rows' mean base
     answer length (10 tokens) for the autoregressive model. One cell, so per example: base L + step 1 L +
-    each later step 1 verify + (L − 1) = L × (segments + 1) forwards (jobs/estimate.py)."""
-    from jobs.dry_run import answer_lengths, plan_dry_run
-    from jobs.plan import plan_grid
-    from jobs.writer import ResultWriter
+    each later step 1 verify + (L − 1) = L × (segments + 1) forwards (jobs/grid/gpu_hours.py)."""
+    from jobs.cluster.dry_run import answer_lengths, plan_dry_run
+    from jobs.grid.plan import plan_grid
+    from jobs.run.writer import ResultWriter
     from streamgen.config import grid_config
     from streamgen.results.cells import settings_json
     from tests.support.analysis_fixtures import pair_record

@@ -12,7 +12,7 @@ from typing import ClassVar
 import pytest
 
 from analysis.render import setting_label
-from jobs.shards import expand_cells
+from jobs.grid.shards import expand_cells
 from streamgen import acceptance_rules
 from streamgen.acceptance_rules import Greedy, Param, PerToken, Threshold, make_rule, sweep
 from streamgen.config import GridConfig, benchmark_config, model_config, validate_acceptance

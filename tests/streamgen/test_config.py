@@ -138,11 +138,11 @@ def test_benchmark_overrides_apply_per_grid_and_are_validated() -> None:
 def test_readme_override_example_ignores_the_local_grids_ds1000_override(caplog) -> None:
     """The README's `benchmarks=[mbpp,chat]` on the local grid (which overrides ds1000) plans, and
     says once that the ds1000 override is ignored."""
-    from jobs.plan import plan_grid
+    from jobs.grid.plan import plan_grid
 
     grid = config.grid_config("local", ["limit=5", "taus=[0.5,0.9]", "workers=2", "benchmarks=[mbpp,chat]"])
     assert "ds1000" in grid.benchmark_overrides
-    with caplog.at_level("INFO", logger="jobs.plan"):
+    with caplog.at_level("INFO", logger="jobs.grid.plan"):
         plan = plan_grid(grid)
     assert {s.cell.benchmark.name for s in plan.shards} == {"mbpp", "chat"}
     lines = [r.getMessage() for r in caplog.records if "ignoring benchmark_overrides" in r.getMessage()]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from jobs.rows import outcome_rows
+from jobs.run.rows import outcome_rows
 from streamgen.acceptance_rules import Greedy
 from streamgen.config import TypingConfig, model_config
 from streamgen.decoding.meter import ForwardMeter

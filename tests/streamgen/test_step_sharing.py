@@ -19,10 +19,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.actors import ModelActor
-from jobs.plan import plan_grid
-from jobs.rows import ShardRows, score_unit
-from jobs.shared_work import group_shards
+from jobs.grid.plan import plan_grid
+from jobs.grid.units import group_shards
+from jobs.run.actors import ModelActor
+from jobs.run.rows import ShardRows, score_unit
 from streamgen.config import grid_config
 from streamgen.decoding.memo import DecodeMemo
 from streamgen.results.records import PairRecord, StepRecord, to_table

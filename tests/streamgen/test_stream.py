@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.rows import error_rows, excluded_rows, outcome_rows
+from jobs.run.rows import error_rows, excluded_rows, outcome_rows
 from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.benchmarks import Score
 from streamgen.config import ConfigError, model_config

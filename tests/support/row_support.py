@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.rows import RowContext
+from jobs.run.rows import RowContext
 from streamgen.acceptance_rules import make_rule
 from streamgen.config import TypingConfig, benchmark_config, model_config
 from streamgen.results.cells import Cell

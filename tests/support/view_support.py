@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from jobs.actors import ModelActor
-from jobs.plan import GridPlan, plan_grid
-from jobs.rows import error_rows, score_shard, shard_context
-from jobs.writer import ResultWriter
+from jobs.grid.plan import GridPlan, plan_grid
+from jobs.run.actors import ModelActor
+from jobs.run.rows import error_rows, score_shard, shard_context
+from jobs.run.writer import ResultWriter
 from streamgen.config import grid_config
 from streamgen.results.records import PairRecord, to_table, write_parquet_atomic
 

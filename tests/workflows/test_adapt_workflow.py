@@ -39,7 +39,7 @@ def _not_here() -> dict[str, str]:
 @pytest.mark.slow
 def test_model_stages_run_as_a_submitit_job(tmp_path: Path) -> None:
     """cluster=debug: the AdaptJob that Slurm would run, in this process."""
-    from jobs.adapt_job import run
+    from jobs.cluster.adapt_job import run
 
     cfg = adapt_config("smoke", ["source.limit=2", "curve.heldout=0", "train.steps=2", "train.save_every=1", f"output.dir={tmp_path}",
                                  f"output.configs_dir={tmp_path / 'models'}", "cluster=debug"])

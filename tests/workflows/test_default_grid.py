@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.plan import plan_grid
+from jobs.grid.plan import plan_grid
 from streamgen.config import ConfigError, grid_config
 from workflows.full_grid import budget_line
 

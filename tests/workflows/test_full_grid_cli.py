@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from omegaconf import OmegaConf
 
-from jobs.plan import plan_grid
+from jobs.grid.plan import plan_grid
 from streamgen.config import REPO_ROOT, ConfigError, benchmark_config, grid_config
 
 WORKFLOW = REPO_ROOT / "workflows" / "full_grid.py"
@@ -67,7 +67,7 @@ def test_bad_config_fails_before_anything_starts(tmp_path: Path) -> None:
 def test_bad_config_raises_one_config_error_in_process(tmp_path: Path) -> None:
     import ray
 
-    from jobs.driver import run_grid
+    from jobs.run.driver import run_grid
 
     grid = grid_config("smoke", ["models=[nope]", "taus=[-0.1]", f"results_dir={tmp_path}/r"])
     with pytest.raises(ConfigError) as info:

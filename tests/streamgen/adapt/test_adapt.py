@@ -228,7 +228,7 @@ def test_training_prompts_compose_the_adapted_prompt_with_the_benchmarks_as_the_
 
     bench = [{"role": "system", "content": "Answer in one code block."}, {"role": "user", "content": "Write f"}]
     out = composed_messages(bench, "The request may be incomplete.")
-    assert [m["role"] for m in out] == ["system", "user"]  # one system turn, as jobs/driver.py renders it
+    assert [m["role"] for m in out] == ["system", "user"]  # one system turn, as jobs/run/driver.py renders it
     assert out[0]["content"] == effective_system_prompt("The request may be incomplete.", "Answer in one code block.")
     assert out[0]["content"].index("incomplete") < out[0]["content"].index("code block")  # the model's first
     assert composed_messages(bench[1:], "P") == bench[1:]  # no benchmark prompt: render prepends the model's

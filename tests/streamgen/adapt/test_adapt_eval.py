@@ -2,7 +2,7 @@
 
 The adapted model is a tiny llama with a seeded non-zero LoRA merged in, registered by the same
 ``write_model_yaml`` the workflow uses, in a copy of configs/ (``STREAMGEN_CONFIGS``). The actor runs
-in-process (``jobs.actors.ModelActor``), so no Ray start is paid here; the Ray path is the smoke chain's.
+in-process (``jobs.run.actors.ModelActor``), so no Ray start is paid here; the Ray path is the smoke chain's.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from analysis.tables import build_tables
-from jobs.actors import ModelActor
-from jobs.plan import plan_grid
-from jobs.rows import score_shard
-from jobs.writer import ResultWriter
+from jobs.grid.plan import plan_grid
+from jobs.run.actors import ModelActor
+from jobs.run.rows import score_shard
+from jobs.run.writer import ResultWriter
 from streamgen.adapt.config import LoraSettings
 from streamgen.adapt.merge import adapted_config, merged_model, save_model_folder, write_model_yaml
 from streamgen.adapt.train import lora_model

@@ -160,7 +160,7 @@ def test_each_mistake_is_one_config_error_naming_yaml_key_and_fix(tmp_path: Path
 
 
 def test_dry_run_plan_lists_the_mistake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jobs.plan import plan_with_problems
+    from jobs.grid.plan import plan_with_problems
     from streamgen.config import grid_config
 
     configs, data = write_data_benchmark(tmp_path, _with(id_field="id"))

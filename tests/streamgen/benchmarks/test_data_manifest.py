@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.plan import plan_grid
+from jobs.grid.plan import plan_grid
 from streamgen.benchmarks import BenchmarkDataError, load_benchmark
 from streamgen.benchmarks.__main__ import main
 from streamgen.benchmarks.data_manifest import (

@@ -249,7 +249,7 @@ def test_version_follows_the_task_yaml_and_its_data_and_a_stale_plan_is_refused(
 
 
 def test_code_task_is_refused_in_one_line(tasks_dir: Path) -> None:
-    from jobs.plan import plan_grid
+    from jobs.grid.plan import plan_grid
 
     grid = grid_config("scripted", [f"models=[{MODEL}]", "benchmarks=[lm_eval:code_local]",
                                     f"lm_eval_include_path={tasks_dir}"])
@@ -260,17 +260,17 @@ def test_code_task_is_refused_in_one_line(tasks_dir: Path) -> None:
 
 
 def test_hub_task_is_refused_before_any_model_loads(tasks_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import jobs.driver
+    import jobs.run.driver
 
     def no_ray(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("Ray (and so a model actor) started for a grid that cannot run")
 
-    monkeypatch.setattr(jobs.driver, "start_ray", no_ray)
+    monkeypatch.setattr(jobs.run.driver, "start_ray", no_ray)
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     grid = grid_config("scripted", [f"models=[{MODEL}]", "benchmarks=[lm_eval:hub_gsm8k]",
                                     f"lm_eval_include_path={tasks_dir}", f"results_dir={tasks_dir.parent / 'hub'}"])
     with pytest.raises(ConfigError) as err:
-        jobs.driver.run_grid(grid)
+        jobs.run.driver.run_grid(grid)
     [line] = [p for p in err.value.problems if "hub_gsm8k" in p]
     assert "'openai/gsm8k'" in line and "dataset_path: json" in line and "data_files" in line
 

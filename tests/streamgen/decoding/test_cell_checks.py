@@ -23,8 +23,8 @@ def test_the_table_names_the_checks_the_family_plug_ins_use() -> None:
 
 _DRY_RUN = """
 import json, sys
-from jobs.dry_run import dry_run_report
-from jobs.plan import cell_problems
+from jobs.cluster.dry_run import dry_run_report
+from jobs.grid.plan import cell_problems
 from streamgen.config import benchmark_config, grid_config, model_config
 text, problems = dry_run_report(grid_config("full", [f"results_dir={sys.argv[1]}"]))
 grid = grid_config("full", [f"results_dir={sys.argv[1]}"])

@@ -227,7 +227,7 @@ def test_configs_and_grid_plumbing():
     assert cfg.family == "diffusion_gemma" and cfg.source == "hub" and cfg.dtype == "bfloat16"
     assert dg_settings_from(dict(cfg.decoding)).verifier_mode == "visible"
     # the grid sweeps verifier modes for this family as for LLaDA / Dream
-    from jobs.shards import expand_cells
+    from jobs.grid.shards import expand_cells
     from streamgen.config import BenchmarkConfig, GridConfig
 
     tiny = model_config("tiny-diffusiongemma")

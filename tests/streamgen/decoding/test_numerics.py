@@ -173,8 +173,8 @@ def test_first_difference() -> None:
 
 
 def test_tie_guards_add_greedy_cells_that_share_work_and_differ_in_fingerprint() -> None:
-    from jobs.shards import expand_cells, expand_shards
-    from jobs.shared_work import sharing_key
+    from jobs.grid.shards import expand_cells, expand_shards
+    from jobs.grid.units import sharing_key
     from streamgen.config import BenchmarkConfig, GridConfig, ModelConfig
 
     models = {"ar": ModelConfig(name="ar", family="autoregressive", source="tiny", tiny_arch="llama")}
@@ -209,7 +209,7 @@ def test_tie_guards_validation_names_the_fix() -> None:
 
 
 def test_rows_carry_the_divergence_and_the_numerics(neartie: object) -> None:
-    from jobs.rows import RowContext, outcome_rows
+    from jobs.run.rows import RowContext, outcome_rows
     from streamgen.config import benchmark_config
     from streamgen.results.cells import Cell
 

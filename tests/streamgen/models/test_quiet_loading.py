@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.actors import ModelActor
+from jobs.run.actors import ModelActor
 from streamgen.config import GridConfig, ModelConfig
 from streamgen.models.tokenizers import tiny_tokenizer
 from streamgen.models.weights import converted_gguf_folder, loading_bars, smollm2_gguf_path, tiny_model

@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 
 from analysis.fingerprints import differing_keys
-from jobs.plan import plan_grid
-from jobs.rows import shard_context
-from jobs.shards import Cell
+from jobs.grid.plan import plan_grid
+from jobs.grid.shards import Cell
+from jobs.run.rows import shard_context
 from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.config import benchmark_config, grid_config, model_config
 from streamgen.models.registry import load_decoder

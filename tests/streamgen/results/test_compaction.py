@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.dry_run import _cell_lines
-from jobs.writer import ResultWriter
+from jobs.cluster.dry_run import _cell_lines
+from jobs.run.writer import ResultWriter
 from streamgen.results import compaction
 from streamgen.results.manifest import ManifestError, manifest_path, merged_dir, read_manifest
 from streamgen.results.result_files import list_files, readable_files

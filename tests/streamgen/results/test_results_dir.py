@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.writer import ResultWriter
+from jobs.run.writer import ResultWriter
 from streamgen.config import REPO_ROOT
 from streamgen.results.results_dir import (
     LOCK_NAME,
@@ -108,7 +108,7 @@ def test_results_dir_that_is_a_file(tmp_path: Path) -> None:
 
 
 def test_the_check_before_a_slurm_submission_writes_nothing(tmp_path: Path) -> None:
-    """``create=False`` (jobs.executors.submit_grid): a missing results_dir is checked through its parent
+    """``create=False`` (jobs.cluster.executors.submit_grid): a missing results_dir is checked through its parent
     and not created, so a cluster that then refuses the job leaves nothing behind; a file in the way and
     a parent this process cannot write are still refused."""
     assert check_writable(tmp_path / "a" / "b", create=False) == tmp_path / "a" / "b"

@@ -1,5 +1,5 @@
 """The estimate's measured seconds (``--calibrate``: streamgen/sizing/calibration.py), float32 at the FP32 rate,
-a mixture of experts' weights read, and the actors' warm-up pairs (jobs/estimate.py). Every expected number
+a mixture of experts' weights read, and the actors' warm-up pairs (jobs/grid/gpu_hours.py). Every expected number
 is a formula written out here; the calibration is timed on an injected fake clock."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.estimate import estimate_plan, example_cost
+from jobs.grid.gpu_hours import estimate_plan, example_cost
 from streamgen.config import ConfigError, model_config
 from streamgen.decoding.base import Generation
 from streamgen.decoding.meter import ForwardMeter
@@ -223,14 +223,14 @@ def test_diffusiongemma_is_sized_at_all_its_weights_for_memory() -> None:
     cfg = model_config("diffusiongemma-26b-a4b-it")
     size = model_size(cfg)
     assert size is not None and (size.parameters, size.active, size.experts, size.top_k) == (26e9, 4e9, 128, 8)
-    assert model_parameters(cfg) == 26e9  # what jobs.dry_run.work_facts multiplies by the dtype's bytes
+    assert model_parameters(cfg) == 26e9  # what jobs.cluster.dry_run.work_facts multiplies by the dtype's bytes
 
 
 # --- the actors' warm-up pairs ----------------------------------------------------------------------------
 
 
 def _plan(overrides: list[str]):  # type: ignore[no-untyped-def]
-    from jobs.plan import plan_grid
+    from jobs.grid.plan import plan_grid
     from streamgen.config import grid_config
 
     return plan_grid(grid_config("smoke", ["models=[tiny-llada,tiny-llama]", "benchmarks=[coedit]", "limit=6",
@@ -239,7 +239,7 @@ def _plan(overrides: list[str]):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(("workers", "shard_size"), [(2, 1), (8, 2), (1, 3)])
 def test_the_warm_up_pair_counts_once_per_actor_per_model(workers: int, shard_size: int) -> None:
-    from jobs.shared_work import group_shards
+    from jobs.grid.units import group_shards
     from streamgen.warmup import WARMUP_REQUEST
 
     plan = _plan([f"shard_size={shard_size}"])
@@ -260,7 +260,7 @@ def test_the_warm_up_pair_counts_once_per_actor_per_model(workers: int, shard_si
 
 
 def test_the_dry_run_prints_the_warm_up_as_its_own_line() -> None:
-    from jobs.dry_run import render_estimate
+    from jobs.cluster.dry_run import render_estimate
     from streamgen.config import ClusterConfig, grid_config
 
     plan = _plan(["shard_size=3"])
@@ -275,8 +275,8 @@ def test_the_dry_run_prints_the_calibrated_estimate_beside_the_roofline(tmp_path
     """--calibrate on the dry run: the fits come from the file (filled here by a fake timer, as many at once
     as the grid's workers), the table holds both columns per (model, benchmark), the total is the
     calibrated estimate's."""
-    from jobs.dry_run import dry_run_report, duration
-    from jobs.plan import plan_grid
+    from jobs.cluster.dry_run import dry_run_report, duration
+    from jobs.grid.plan import plan_grid
     from streamgen.config import grid_config
 
     grid = grid_config("smoke", ["models=[tiny-llada,tiny-llama]", "benchmarks=[coedit]", "limit=3",

@@ -1,5 +1,5 @@
 """The estimate's forward counts against the counts real grids record (streamgen/sizing/forward_counts.py,
-jobs/estimate.py).
+jobs/grid/gpu_hours.py).
 
 Two grids run through workflows/full_grid.py: tiny random models of all five decoders (autoregressive,
 ReFusion, LLaDA, Dream, DiffusionGemma) on CoEdIT with two acceptance cells, and scripted diffusion
@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.estimate import example_cost
+from jobs.grid.gpu_hours import example_cost
 from streamgen.config import REPO_ROOT, model_config
 from streamgen.sizing.devices import DEVICES
 from streamgen.sizing.forward_counts import (
@@ -96,7 +96,7 @@ def test_every_decode_has_the_forwards_its_family_rule_gives(grids: list[Path]) 
 
 
 def test_the_estimate_bounds_every_example_and_equals_llada_and_dream_when_nothing_is_kept(grids: list[Path]) -> None:
-    from jobs.plan import plan_grid
+    from jobs.grid.plan import plan_grid
     from streamgen.config import grid_config
 
     size = ModelSize(1, 1, "counts only")

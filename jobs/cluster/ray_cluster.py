@@ -1,16 +1,17 @@
 """A Ray cluster over one job allocation: the head on rank 0, one worker per other rank.
 
-Used by :class:`jobs.executors.RayJob` inside a submitit job (Slurm, local or debug executor alike):
+Used by :class:`jobs.cluster.executors.RayJob` inside a submitit job (Slurm, local or debug executor alike):
 
 - rank 0 starts ``ray start --head --block`` in its own session, publishes ``host:port`` in a file
   in the job's log folder (shared file system), waits until every node has joined, runs the driver;
 - every other rank waits for that file, runs ``ray start --address=... --block`` and stays until
   rank 0 writes the ``done`` file (or its own Ray dies).
 
-CPU and GPU counts come from the allocation (``SLURM_CPUS_PER_TASK``, ``SLURM_GPUS_ON_NODE`` /
-``CUDA_VISIBLE_DEVICES``), never from the machine: Ray otherwise sees the whole node (ray #13607).
-A one-node job uses 127.0.0.1 with the loopback settings of :mod:`jobs.ray_env`; a multi-node job
-listens on each node's own address: the address its Slurm node name (``SLURMD_NODENAME``) resolves to,
+CPU and GPU counts come from the allocation as the cluster kind reads it (:class:`~jobs.cluster.kind_protocol.TaskEnv`;
+on Slurm ``SLURM_CPUS_PER_TASK``, ``SLURM_GPUS_ON_NODE`` / ``CUDA_VISIBLE_DEVICES``), never from the machine: Ray
+otherwise sees the whole node (ray #13607).
+A one-node job uses 127.0.0.1 with the loopback settings of :mod:`jobs.run.local_ray`; a multi-node job
+listens on each node's own address: the address its node name (``TaskEnv.node_name``, Slurm's ``SLURMD_NODENAME``) resolves to,
 and workers check that the head's published address is that of the allocation's first node. All ports are picked free, so several jobs (or other people's
 Ray) can share a node. The Ray processes ignore SIGUSR2: Slurm signals every process of the step
 on preemption, and only the driver must act on it (checkpoint and requeue).
@@ -31,7 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs import ray_env
+from jobs.cluster.kind_protocol import TaskEnv
+from jobs.run import local_ray
 from streamgen.config import RayConfig
 
 log = logging.getLogger(__name__)
@@ -54,14 +56,16 @@ class Allocation:
     num_gpus: int
     folder: Path  # shared log folder of the job
     hostnames: tuple[str, ...] = ()  # the allocation's nodes in rank order (SLURM_JOB_NODELIST)
+    node_name: str | None = None  # this node's name as the others know it (None: its host name)
+    restart: str = "0"  # the job's requeue count: a requeued run must not read the last run's files
 
     @property
     def is_head(self) -> bool:
         return self.rank == 0
 
 
-def allocation_from_env(folder: Path, ray_cfg: RayConfig, default_cpus: int) -> Allocation:
-    """Read the allocation from submitit's job environment and Slurm's variables.
+def allocation_from_env(folder: Path, ray_cfg: RayConfig, task: TaskEnv) -> Allocation:
+    """Read the allocation from submitit's job environment and what the cluster kind says ``task`` was given.
 
     ``ray_cfg.num_cpus`` / ``num_gpus``, when set, win (e.g. fewer CPUs for Ray than the task has).
     """
@@ -70,26 +74,18 @@ def allocation_from_env(folder: Path, ray_cfg: RayConfig, default_cpus: int) -> 
     env = submitit.JobEnvironment()
     if env.num_tasks != env.num_nodes:  # Ray turns 127.0.0.1 into the host's address for a joining node
         raise RayBootstrapError(f"{env.num_tasks} tasks on {env.num_nodes} node(s): run one task per node "
-                                "(jobs.executors submits tasks_per_node=1); Ray uses every CPU/GPU of it")
-    cpus = _int_env("SLURM_CPUS_PER_TASK") or _int_env("SLURM_CPUS_ON_NODE") or default_cpus
-    gpus = _int_env("SLURM_GPUS_ON_NODE")
-    if gpus is None:
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-        gpus = len([d for d in visible.split(",") if d.strip()])
+                                "(jobs.cluster.executors submits tasks_per_node=1); Ray uses every CPU/GPU of it")
     return Allocation(
         job_id=str(env.job_id),
         rank=env.global_rank,
         num_nodes=env.num_nodes,
-        num_cpus=ray_cfg.num_cpus if ray_cfg.num_cpus is not None else cpus,
-        num_gpus=ray_cfg.num_gpus if ray_cfg.num_gpus is not None else gpus,
+        num_cpus=ray_cfg.num_cpus if ray_cfg.num_cpus is not None else task.cpus,
+        num_gpus=ray_cfg.num_gpus if ray_cfg.num_gpus is not None else task.gpus,
         folder=folder,
         hostnames=tuple(env.hostnames),
+        node_name=task.node_name,
+        restart=task.restart,
     )
-
-
-def _int_env(name: str) -> int | None:
-    value = os.environ.get(name, "").split("(")[0]  # e.g. SLURM_CPUS_ON_NODE or '2(x3)'
-    return int(value) if value.isdigit() else None
 
 
 def free_port(host: str) -> int:
@@ -98,13 +94,13 @@ def free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
-def node_ip(num_nodes: int) -> str:
+def node_ip(alloc: Allocation) -> str:
     """Loopback for a one-node job (nothing leaves the machine), else this node's routable address:
-    that of its Slurm node name (``SLURMD_NODENAME``, the name other nodes know it by), else its host name.
+    that of its node name (``alloc.node_name``: the name other nodes know it by), else its host name.
     """
-    if num_nodes == 1:
-        return ray_env.LOOPBACK
-    return resolve_node(os.environ.get("SLURMD_NODENAME") or socket.getfqdn())
+    if alloc.num_nodes == 1:
+        return local_ray.LOOPBACK
+    return resolve_node(alloc.node_name or socket.getfqdn())
 
 
 def resolve_node(host: str) -> str:
@@ -176,12 +172,12 @@ def _ray_env(ip: str, head: bool) -> dict[str, str]:
     ``ray start --address`` refuses to join a cluster while it is set: worker nodes (and multi-node
     heads) drop it and bind to their ``--node-ip-address`` instead.
     """
-    if ip == ray_env.LOOPBACK:
-        ray_env.apply_loopback_env()
+    if ip == local_ray.LOOPBACK:
+        local_ray.apply_loopback_env()
     else:
-        ray_env.ensure_bootstrap_config()
-    env = {**os.environ, **ray_env.LOOPBACK_ENV, **ray_env.WORKER_ENV}
-    if ip != ray_env.LOOPBACK or not head:
+        local_ray.ensure_bootstrap_config()
+    env = {**os.environ, **local_ray.LOOPBACK_ENV, **local_ray.WORKER_ENV}
+    if ip != local_ray.LOOPBACK or not head:
         env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
     return env
 
@@ -212,7 +208,7 @@ def _has_ray_client() -> bool:
 
 def start_head(alloc: Allocation, ray_cfg: RayConfig) -> RayProcess:
     """``ray start --head`` on a free port (returns at once; :func:`connect` waits for it)."""
-    ip = node_ip(alloc.num_nodes)
+    ip = node_ip(alloc)
     port = free_port(ip)
     temp_dir = Path(tempfile.gettempdir()) / f"ray-{_run_key(alloc)}"  # not /tmp/ray: others' Ray lives there
     args = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp_dir}"]
@@ -249,8 +245,8 @@ def connect(head: RayProcess, expected_nodes: int, timeout_s: float = JOIN_TIMEO
 
 
 def _run_key(alloc: Allocation) -> str:
-    """Job id plus Slurm's restart count: a requeued job keeps its id but must not read old files."""
-    return f"{alloc.job_id}_r{os.environ.get('SLURM_RESTART_COUNT', '0')}"
+    """Job id plus the job's restart count: a requeued job keeps its id but must not read old files."""
+    return f"{alloc.job_id}_r{alloc.restart}"
 
 
 def run_file(alloc: Allocation, kind: str) -> Path:
@@ -280,7 +276,7 @@ def _wait_for_file(path: Path, timeout_s: float) -> str:
 def ray_cluster(alloc: Allocation, ray_cfg: RayConfig) -> Iterator[str | None]:
     """Yield the head's address on rank 0, connected as driver once all nodes joined; ``None`` elsewhere.
 
-    Rank 0 must call ``ray_env.apply_loopback_env()`` semantics before importing ray: done here.
+    Rank 0 must call ``local_ray.apply_loopback_env()`` semantics before importing ray: done here.
     """
     if alloc.is_head:
         head = start_head(alloc, ray_cfg)  # sets the loopback env first: ray reads some at import
@@ -299,7 +295,7 @@ def ray_cluster(alloc: Allocation, ray_cfg: RayConfig) -> Iterator[str | None]:
         return
     address = _wait_for_file(_address_file(alloc), JOIN_TIMEOUT_S)
     check_head_address(alloc, address)
-    worker = _start([f"--address={address}"], node_ip(alloc.num_nodes), alloc, ray_cfg, address,
+    worker = _start([f"--address={address}"], node_ip(alloc), alloc, ray_cfg, address,
                     f"{alloc.job_id}_ray_worker{alloc.rank}.log", head=False)
     try:
         while worker.alive() and not _done_file(alloc).exists():

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from jobs.shards import Shard
+from jobs.grid.shards import Shard
 from streamgen.results.manifest import (
     MERGED_DIR,
     Manifest,

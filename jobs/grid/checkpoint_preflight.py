@@ -1,6 +1,6 @@
 """The grid's pre-flight: every hub or local checkpoint checked before an actor starts, snapshots pinned.
 
-Run by ``jobs.plan.plan_grid`` (so by ``--dry-run`` and at the start of every run). For each model
+Run by ``jobs.grid.plan.plan_grid`` (so by ``--dry-run`` and at the start of every run). For each model
 with ``source: hub`` or ``source: local`` (tiny, scripted and packaged models have nothing to check
 here), :mod:`streamgen.models.hub_cache` finds its snapshot and :mod:`streamgen.models.checkpoints` says
 whether its files are whole, whether its config builds the model (the families it can build), whether its
@@ -89,7 +89,7 @@ def grid_models(grid: GridConfig) -> dict[str, ModelConfig]:
 
 
 def grid_problems(grid: GridConfig) -> list[str]:
-    """The pre-flight's problems for ``grid``'s models: what ``jobs.executors.submit_grid`` checks
+    """The pre-flight's problems for ``grid``'s models: what ``jobs.cluster.executors.submit_grid`` checks
     before a Slurm job books its GPUs."""
     return preflight(grid_models(grid)).problems
 

@@ -1,26 +1,27 @@
 """Run work where the cluster config says: the one dispatch every workflow uses, and the grid's job.
 
-``configs/cluster/<name>.yaml``, field ``executor``:
+``configs/cluster/<name>.yaml``, field ``executor``, names the cluster kind (:mod:`jobs.cluster.kinds`); what
+differs between kinds is asked of the kind (:class:`~jobs.cluster.kind_protocol.ClusterKind`), never of the string:
 
 - ``local``: the work runs in this process (no submitit, no job folder): :func:`run` calls ``here()``.
 - ``debug``: submitit's DebugExecutor runs the submitted job in this process (breakpoints work, the
   original exception is re-raised); the job takes the same path as on Slurm.
-- ``slurm``: one ``sbatch`` job through submitit (parameters: :mod:`jobs.slurm`); :func:`follow`
+- ``slurm``: one ``sbatch`` job through submitit (parameters: :mod:`jobs.cluster.slurm`); :func:`follow`
   relays its log lines and returns rank 0's result.
 
 :func:`submit` checks the cluster config and what the cluster can really give (Slurm's partition
 inventory, or this machine's GPUs), :func:`submit_grid` also the grid, its checkpoints and the
-allocation against the work (:mod:`jobs.resources`); one ``ConfigError`` lists every problem before
+allocation against the work (:mod:`jobs.grid.allocation_fit`); one ``ConfigError`` lists every problem before
 anything is queued.
 
 The grid (:func:`run_grid_on_cluster`, what the workflows call) runs as one :class:`RayJob`: inside
 the job it starts a Ray cluster over the allocation (head on rank 0, workers on the other ranks;
-CPU/GPU counts from Slurm's variables, see :mod:`jobs.ray_bootstrap`) and runs the same
-``jobs.driver.run_grid`` as a local run. Preemption and time limits: ``RayJob`` is
+CPU/GPU counts as the kind reads them, see :mod:`jobs.cluster.ray_cluster`) and runs the same
+``jobs.run.driver.run_grid`` as a local run. Preemption and time limits: ``RayJob`` is
 ``submitit.helpers.Checkpointable``; on SIGUSR2 submitit calls :meth:`RayJob.checkpoint`, which
 resubmits the job unchanged and requeues it. The resumed run skips every shard whose result file
 exists and validates, so nothing is lost or duplicated. A signal that reaches one node's task alone
-is relayed to rank 0 (:mod:`jobs.preemption`). The adaptation's job is :mod:`jobs.adapt_job`.
+is relayed to rank 0 (:mod:`jobs.cluster.preemption_relay`). The adaptation's job is :mod:`jobs.cluster.adapt_job`.
 """
 
 from __future__ import annotations
@@ -35,10 +36,13 @@ from typing import Any, TypeVar
 
 import submitit
 
-from jobs import preemption, ray_bootstrap, resources, slurm, slurm_inventory, stop_signals
-from jobs.preflight import grid_models, grid_problems
+from jobs.cluster import preemption_relay, ray_cluster
+from jobs.cluster.kind_protocol import Offer
+from jobs.cluster.kinds import KINDS, cluster_kind, unknown_kind_line
+from jobs.grid import allocation_fit
+from jobs.grid.checkpoint_preflight import grid_models, grid_problems
+from jobs.run import stop_signals
 from streamgen.config import (
-    EXECUTORS,
     ClusterConfig,
     GridConfig,
     RayConfig,
@@ -57,9 +61,9 @@ T = TypeVar("T")
 
 
 def run(cluster: ClusterConfig, *, here: Callable[[], T], job: Callable[[], submitit.Job]) -> T:
-    """``here()`` in this process when ``cluster.executor`` is ``local``; else ``job()`` (which submits,
+    """``here()`` in this process when the cluster's kind runs here (``local``); else ``job()`` (which submits,
     normally through :func:`submit`) and wait for its result (debug: it runs now, in this process)."""
-    if cluster.executor == "local":
+    if cluster_kind(cluster).runs_here:
         return here()
     result: T = follow(job())
     return result
@@ -67,7 +71,9 @@ def run(cluster: ClusterConfig, *, here: Callable[[], T], job: Callable[[], subm
 
 def run_grid_on_cluster(grid: GridConfig, cluster: ClusterConfig | None = None) -> Any:
     """Run ``grid`` where its cluster config says (default ``grid.cluster``); returns its GridSummary."""
-    from jobs.driver import run_grid  # imports ray: here, so importing this module (to submit) stays light
+    from jobs.run.driver import (
+        run_grid,  # imports ray: here, so importing this module (to submit) stays light
+    )
 
     cluster = cluster or cluster_config(grid.cluster)
     return run(cluster, here=functools.partial(run_grid, grid, cluster=cluster, shape=allocation(grid, cluster)),
@@ -87,8 +93,9 @@ class RayJob(submitit.helpers.Checkpointable):
     """
 
     def __init__(self, task: Callable[[str], Any], ray: RayConfig, default_cpus: int, log_dir: Path,
-                 max_requeues: int = 0) -> None:
+                 max_requeues: int = 0, executor: str = "slurm") -> None:
         self.task = task
+        self.executor = executor  # the cluster kind's name: it says what this task was given
         self.ray = ray
         self.default_cpus = default_cpus
         self.log_dir = log_dir  # absolute; the job's files go to log_dir/<job id>/
@@ -102,11 +109,12 @@ class RayJob(submitit.helpers.Checkpointable):
             logging.getLogger("submitit").propagate = False  # it has its own handler
         folder = self.log_dir / str(submitit.JobEnvironment().job_id)  # = submitit's folder (%j)
         self._progress_at_start = work_done(self.task)
-        alloc = ray_bootstrap.allocation_from_env(folder, self.ray, self.default_cpus)
+        task_env = KINDS[self.executor].task_env(self.default_cpus)
+        alloc = ray_cluster.allocation_from_env(folder, self.ray, task_env)
         log.info("job %s rank %d/%d attempt %d: %d CPUs, %d GPUs", alloc.job_id, alloc.rank,
                  alloc.num_nodes, self.attempt, alloc.num_cpus, alloc.num_gpus)
-        with preemption.relay(alloc.is_head, ray_bootstrap.run_file(alloc, "preempt")), \
-                ray_bootstrap.ray_cluster(alloc, self.ray) as address:
+        with preemption_relay.relay(alloc.is_head, ray_cluster.run_file(alloc, "preempt")), \
+                ray_cluster.ray_cluster(alloc, self.ray) as address:
             if not alloc.is_head:
                 return None
             assert address is not None, "ray_cluster yields the head's address on rank 0"
@@ -162,7 +170,7 @@ class GridTask:
         return len(files), sum(p.stat().st_size for p in files)
 
     def __call__(self, address: str) -> Any:
-        from jobs.driver import run_grid  # lazy: the job sets Ray's env before anything imports ray
+        from jobs.run.driver import run_grid  # lazy: the job sets Ray's env before anything imports ray
 
         ray_cfg = dataclasses.replace(self.grid.ray, address=address)
         cluster = self.cluster or cluster_config(self.grid.cluster)
@@ -184,14 +192,14 @@ def submit_grid(grid: GridConfig, cluster: ClusterConfig | None = None,
     """
     cluster = cluster or cluster_config(grid.cluster)
     problems = []
-    if task is None:  # checkpoints (jobs/preflight.py), then the allocation against the work (jobs/resources.py)
-        fit = resources.check(grid, cluster, grid_models(grid), allocation(grid, cluster))
+    if task is None:  # checkpoints (jobs/grid/checkpoint_preflight.py), then the allocation against the work (jobs/grid/allocation_fit.py)
+        fit = allocation_fit.check(grid, cluster, grid_models(grid), allocation(grid, cluster))
         problems = [*validate_grid(grid), *grid_problems(grid), *fit.problems]
     if task is None and not problems:  # a results directory nobody can write fails here, not in the queue
         results_dir.check_writable(grid.results_dir, create=False)  # nothing written before the queue accepts
     grid = absolute_paths(grid)
     job = RayJob(task or GridTask(grid, cluster), grid.ray, cluster.cpus_per_task, Path(cluster.log_dir).resolve(),
-                 cluster.max_requeues)
+                 cluster.max_requeues, cluster.executor)
     return submit(cluster, grid.name, job, problems)
 
 
@@ -204,47 +212,29 @@ def validate_cluster(cluster: ClusterConfig) -> list[str]:
     """Problems with the cluster config itself (no cluster contacted)."""
     p: list[str] = []
     n = cluster.name
-    if cluster.executor not in EXECUTORS:
-        p.append(f"cluster {n}: executor={cluster.executor!r} is not one of {EXECUTORS}")
+    kind = KINDS.get(cluster.executor)
+    if kind is None:
+        p.append(unknown_kind_line(cluster))
     if cluster.nodes < 1 or cluster.gpus_per_node < 0 or cluster.cpus_per_task < 1:
         p.append(f"cluster {n}: need nodes ≥ 1, gpus_per_node ≥ 0, cpus_per_task ≥ 1")
-    if cluster.executor in ("local", "debug") and cluster.nodes != 1:
-        p.append(f"cluster {n}: executor={cluster.executor} runs on this machine: set nodes=1")
+    if kind is not None:
+        p.extend(kind.problems(cluster))
     if cluster.timeout_min < 1 or cluster.mem_gb < 1 or cluster.max_requeues < 0:
         p.append(f"cluster {n}: need timeout_min ≥ 1, mem_gb ≥ 1, max_requeues ≥ 0")
     return p + cluster_device_problems(cluster)
 
 
-def allocation(grid: GridConfig, cluster: ClusterConfig) -> resources.Shape:
-    """The Ray the grid will run on (:mod:`jobs.resources` checks the work against it). A local run
-    starts Ray with ``ray.num_cpus`` or workers + score_workers CPUs and the GPUs this machine has
-    (``jobs.driver``); a job's Ray gets ``cpus_per_task`` and ``gpus_per_node`` on each of its nodes
-    (``jobs.ray_bootstrap``); ``ray.num_cpus`` / ``ray.num_gpus`` win when set."""
-    here = cluster.executor == "local"
-    ray = grid.ray
-    gpus = ray.num_gpus if ray.num_gpus is not None else (
-        slurm_inventory.local_gpu_count() if here else cluster.gpus_per_node)
-    cpus = ray.num_cpus if ray.num_cpus is not None else (
-        grid.workers + grid.score_workers if here else cluster.cpus_per_task)
-    nodes = 1 if here else max(1, cluster.nodes)
-    declared = ray.num_gpus if ray.num_gpus is not None else cluster.gpus_per_node
-    return resources.Shape(nodes, gpus, resources.actors_per_node(grid, nodes, gpus), cpus, declared)
+def allocation(grid: GridConfig, cluster: ClusterConfig) -> allocation_fit.Shape:
+    """The Ray the grid will run on, as its cluster kind says (:mod:`jobs.grid.allocation_fit` checks the work
+    against it): a local run's Ray started by ``jobs.run.driver`` on this machine, or a job's Ray over its
+    nodes (``jobs.cluster.ray_cluster``); ``ray.num_cpus`` / ``ray.num_gpus`` win when set."""
+    return cluster_kind(cluster).shape(grid, cluster)
 
 
-def check_resources(cluster: ClusterConfig) -> tuple[list[str], str]:
-    """What the cluster can really give: Slurm's partition inventory, or this machine's GPUs.
-
-    Returns (problems, how to ask for the GPU type: ``constraint`` or ``gres``).
-    """
-    if cluster.executor == "slurm":
-        inv = slurm_inventory.query(cluster.partition)
-        return slurm_inventory.check(cluster, inv), inv.gpu_type_mode(cluster.gpu_type)
-    visible = slurm_inventory.local_gpu_count()
-    if cluster.gpus_per_node > visible:
-        return [f"cluster {cluster.name}: gpus_per_node={cluster.gpus_per_node} but this machine has "
-                f"{visible} GPU(s): set gpus_per_node={visible} (e.g. on the command line) or use "
-                f"a Slurm cluster file (e.g. cluster=slurm_a100)"], "constraint"
-    return [], "constraint"
+def check_resources(cluster: ClusterConfig) -> Offer:
+    """What the cluster can really give (Slurm's partition inventory, or this machine's GPUs), as its kind
+    finds it: (problems, how to ask for the GPU type: ``constraint`` or ``gres``)."""
+    return cluster_kind(cluster).offer(cluster)
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,8 +243,8 @@ def check_resources(cluster: ClusterConfig) -> tuple[list[str], str]:
 
 
 def executor_parameters(cluster: ClusterConfig, job_name: str, gpu_type_as: str = "constraint") -> dict[str, Any]:
-    """submitit parameters for ``cluster`` (generic, plus :func:`jobs.slurm.slurm_parameters` on Slurm);
-    pure, for tests and logs. ``gpu_type_as``: see :func:`jobs.slurm.slurm_parameters`."""
+    """submitit parameters for ``cluster`` (generic, plus its kind's: :func:`jobs.cluster.slurm.slurm_parameters` on Slurm);
+    pure, for tests and logs. ``gpu_type_as``: see :func:`jobs.cluster.slurm.slurm_parameters`."""
     params: dict[str, Any] = {
         "name": f"streamgen-{job_name}",
         "timeout_min": cluster.timeout_min,
@@ -263,14 +253,12 @@ def executor_parameters(cluster: ClusterConfig, job_name: str, gpu_type_as: str 
         "cpus_per_task": cluster.cpus_per_task,
         "mem_gb": cluster.mem_gb,
     }
-    if cluster.executor == "slurm":
-        return params | slurm.slurm_parameters(cluster, gpu_type_as)
-    return params | ({"gpus_per_node": cluster.gpus_per_node} if cluster.gpus_per_node else {})
+    return params | cluster_kind(cluster).job_parameters(cluster, gpu_type_as)
 
 
 def make_executor(cluster: ClusterConfig, job_name: str, gpu_type_as: str = "constraint") -> submitit.Executor:
     """An ``AutoExecutor`` for the cluster's executor; logs and pickles go to ``log_dir/<job id>/``."""
-    executor = submitit.AutoExecutor(folder=Path(cluster.log_dir).resolve() / "%j", cluster=cluster.executor,
+    executor = submitit.AutoExecutor(folder=Path(cluster.log_dir).resolve() / "%j", cluster=cluster_kind(cluster).submitit,
                                      slurm_max_num_timeout=cluster.max_requeues,
                                      local_max_num_timeout=cluster.max_requeues)
     executor.update_parameters(**executor_parameters(cluster, job_name, gpu_type_as))

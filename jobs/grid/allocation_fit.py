@@ -1,8 +1,8 @@
 """The allocation checked against the work, before anything is queued: GPUs, memory, CPUs, time.
 
-Run by ``jobs.plan.plan_grid`` when it is given the cluster and its Ray's shape
-(``jobs.executors.allocation``): by ``--dry-run``, at the start of every run the workflows start
-(``run_grid_on_cluster``) and on a job's head node again; and by ``jobs.executors.submit_grid``
+Run by ``jobs.grid.plan.plan_grid`` when it is given the cluster and its Ray's shape
+(``jobs.cluster.executors.allocation``): by ``--dry-run``, at the start of every run the workflows start
+(``run_grid_on_cluster``) and on a job's head node again; and by ``jobs.cluster.executors.submit_grid``
 before Slurm books anything. Its
 problems join the plan's others in ONE :class:`~streamgen.config.ConfigError`, each naming its fix.
 With G GPUs per node, N nodes, W = ``workers``, S = ``score_workers`` and A model actors on a node
@@ -12,17 +12,17 @@ With G GPUs per node, N nodes, W = ``workers``, S = ``score_workers`` and A mode
 - ``W ≤ N × G`` when G ≥ 1 is declared (``gpus_per_node`` or ``ray.num_gpus``; one model actor per GPU:
   the driver would otherwise cap W with a warning, as it still does on a local machine's GPUs found
   but not declared);
-- with GPUs, Ray's CPUs per node ≥ A + S: every GPU actor reserves one CPU (:mod:`jobs.actors`) for its
+- with GPUs, Ray's CPUs per node ≥ A + S: every GPU actor reserves one CPU (:mod:`jobs.run.actors`) for its
   batch-1 launch loop, and the S scorers' sandbox programs get CPUs of their own wherever they land;
-- on Slurm, ``mem_gb`` (GiB) ≥ object store + A × the grid's biggest model at its dtype (they load at
+- where the job books memory (``Shape.books_memory``: Slurm), ``mem_gb`` (GiB) ≥ object store + A × the grid's biggest model at its dtype (they load at
   once) + headroom (``HEADROOM_BASE_GIB`` + ``HEADROOM_PER_ACTOR_GIB`` × A: Ray's daemons, the driver,
   each actor's Python, torch and CUDA host context);
 - each work unit's estimated seconds ≤ ``UNIT_TIME_FRACTION`` × the smaller of the unit timeout
-  (``shard_timeout_s`` × shards per unit) and, on Slurm, the job's time limit: a unit killed at either
+  (``shard_timeout_s`` × shards per unit) and the job's time limit where one binds (``Shape.time_limit``: Slurm's): a unit killed at either
   limit is decoded again from its start (or from its finished examples, once those resume);
-- on Slurm, the whole run's estimated wall ≤ ``timeout_min`` × (``max_requeues`` + 1): what one job and
-  its time-out requeues can give (a time-out that finished work is not counted: ``jobs.executors``);
-- ``rehearsal: true`` (fake GPUs; actors run on CPU, :func:`jobs.actors.pick_device`) only with G ≥ 1
+- under a job time limit, the whole run's estimated wall ≤ ``timeout_min`` × (``max_requeues`` + 1): what one job and
+  its time-out requeues can give (a time-out that finished work is not counted: ``jobs.cluster.executors``);
+- ``rehearsal: true`` (fake GPUs; actors run on CPU, :func:`jobs.run.actors.pick_device`) only with G ≥ 1
   and no hub model.
 
 What the work needs comes in as :class:`WorkFacts`: model bytes and unit seconds. :func:`known_facts`
@@ -37,7 +37,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from jobs.shards import acceptance_rules
+from jobs.grid.shards import acceptance_rules
 from streamgen.config import ClusterConfig, GridConfig, ModelConfig
 
 log = logging.getLogger(__name__)
@@ -56,13 +56,13 @@ class WorkFacts:
     """What the work needs, as far as it is known (None or absent: not known, that check is skipped).
 
     ``model_bytes``: a model's weights at its dtype, in bytes; ``unit_seconds``: per (model, benchmark),
-    the estimated seconds of its longest work unit (``jobs.shared_work``: a shard of each acceptance
+    the estimated seconds of its longest work unit (``jobs.grid.units``: a shard of each acceptance
     cell, ``shard_size`` examples).
     """
 
     model_bytes: Mapping[str, int | None] = field(default_factory=dict)
     unit_seconds: Mapping[tuple[str, str], float | None] = field(default_factory=dict)
-    run_seconds: float | None = None  # the whole run's estimated wall on the allocation (jobs.estimate)
+    run_seconds: float | None = None  # the whole run's estimated wall on the allocation (jobs.grid.gpu_hours)
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,10 @@ class Shape:
     actors_per_node: int
     ray_cpus_per_node: int
     gpus_declared: int = -1  # per node, by the cluster file or ray.num_gpus (-1: = gpus_per_node); 0 none
+    # the job's time limit (``timeout_min``) by its name in messages, when one bounds each unit and the whole run
+    # (Slurm's); None: nothing does (a local run, a debug job)
+    time_limit: str | None = None
+    books_memory: bool = False  # each node is held to ``mem_gb`` (Slurm); False: memory is not checked
 
     @property
     def declared(self) -> int:
@@ -106,15 +110,16 @@ def actors_per_node(grid: GridConfig, nodes: int, gpus_per_node: int) -> int:
 def check(grid: GridConfig, cluster: ClusterConfig, models: Mapping[str, ModelConfig], s: Shape,
           facts: WorkFacts | None = None) -> ResourceCheck:
     """Every rule of the module docstring for ``grid`` on ``cluster``, whose Ray has shape ``s``
-    (``jobs.executors.allocation``: the one place that knows a local Ray from a job's)."""
+    (``jobs.cluster.executors.allocation``: the cluster kind says what a local Ray or a job's is, and which
+    limits bind it)."""
     facts = facts or known_facts(models)
     where = f"cluster {cluster.name!r}"
     problems = [*_gpu_problems(grid, cluster, models, s, where), *_cpu_problems(grid, cluster, s, where)]
     notes: list[str] = []
-    if cluster.executor == "slurm":
+    if s.books_memory:
         _memory(grid, cluster, facts, s, where, problems, notes)
-    _unit_time(grid, cluster, facts, problems, notes)
-    if cluster.executor == "slurm":
+    _unit_time(grid, cluster, facts, s, problems, notes)
+    if s.time_limit is not None:
         _run_time(cluster, facts, problems, notes)
     return ResourceCheck(tuple(problems), tuple(notes))
 
@@ -168,19 +173,19 @@ def _memory(grid: GridConfig, cluster: ClusterConfig, facts: WorkFacts, s: Shape
 
 
 def shards_per_unit(grid: GridConfig) -> int:
-    """Shards one work unit decodes together (``jobs.shared_work``): every acceptance cell of an
+    """Shards one work unit decodes together (``jobs.grid.units``): every acceptance cell of an
     example chunk when work is shared (live cells never share)."""
     shared = grid.share_work and grid.typing.live_policy is None
     return max(1, len(acceptance_rules(grid))) if shared else 1
 
 
-def _unit_time(grid: GridConfig, cluster: ClusterConfig, facts: WorkFacts, problems: list[str],
+def _unit_time(grid: GridConfig, cluster: ClusterConfig, facts: WorkFacts, s: Shape, problems: list[str],
                notes: list[str]) -> None:
-    # shard_size: auto gives each unit a timeout of a multiple of its own estimate (jobs.unit_sizing):
-    # only the Slurm time limit bounds it
+    # shard_size: auto gives each unit a timeout of a multiple of its own estimate (jobs.grid.unit_sizing):
+    # only the job's time limit bounds it
     limits = {} if grid.shard_size == "auto" else {"unit timeout": grid.shard_timeout_s * shards_per_unit(grid)}
-    if cluster.executor == "slurm":
-        limits["Slurm time limit"] = cluster.timeout_min * 60.0
+    if s.time_limit is not None:
+        limits[s.time_limit] = cluster.timeout_min * 60.0
     if not limits:
         return
     name, limit = min(limits.items(), key=lambda kv: kv[1])
@@ -200,7 +205,7 @@ def _unit_time(grid: GridConfig, cluster: ClusterConfig, facts: WorkFacts, probl
 
 def _run_time(cluster: ClusterConfig, facts: WorkFacts, problems: list[str], notes: list[str]) -> None:
     """The whole run against what the job can give: the time limit × (time-outs that requeue + 1). A
-    time-out after which more work is finished does not count (``jobs.executors.RayJob.checkpoint``), so
+    time-out after which more work is finished does not count (``jobs.cluster.executors.RayJob.checkpoint``), so
     this holds a run whose every attempt makes progress to the allocation's own budget."""
     if facts.run_seconds is None:
         notes.append("run time: no estimate of the whole run; not checked against the time limit × (max_requeues + 1)")

@@ -4,9 +4,9 @@ Everything that can be checked before a model actor starts is checked here, and 
 collected into ONE :class:`~streamgen.config.ConfigError`: unknown models and benchmarks, τ outside
 [0, 1], a missing data directory (``streamgen.config.validate_grid``), model weights that cannot be
 found (package, file or folder missing; family module absent), hub and local checkpoints that are not
-cached, do not build, do not fit their weights or disagree on EOS / mask ids (``jobs.preflight``, which
+cached, do not build, do not fit their weights or disagree on EOS / mask ids (``jobs.grid.checkpoint_preflight``, which
 also pins each hub model to its snapshot commit and refuses a results directory of another snapshot), an
-allocation that does not fit the work (``jobs.resources``, when the cluster is given), benchmarks whose
+allocation that does not fit the work (``jobs.grid.allocation_fit``, when the cluster is given), benchmarks whose
 module or data does not load or cannot score (``Benchmark.problems()``), data files that differ from
 their manifest.
 Each benchmark's version gets its data files' sha256 prefixes (``data_manifest.versioned``), so a
@@ -25,10 +25,10 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from jobs import resources
-from jobs.preflight import preflight, recorded_snapshots, snapshot_conflicts
-from jobs.shards import Shard, expand_cells, expand_shards
-from jobs.tasks import ExampleTask, ShardTask
+from jobs.grid import allocation_fit
+from jobs.grid.checkpoint_preflight import preflight, recorded_snapshots, snapshot_conflicts
+from jobs.grid.shard_tasks import ExampleTask, ShardTask
+from jobs.grid.shards import Shard, expand_cells, expand_shards
 from streamgen.config import (
     GRANULARITIES,
     BenchmarkConfig,
@@ -64,7 +64,7 @@ class GridPlan:
     excluded: Mapping[tuple[str, str], str | None]  # (benchmark, example id) → reason decided up front
     shards: tuple[Shard, ...]
     snapshots: Mapping[str, str | None] = dataclasses.field(default_factory=dict)  # model → hub commit (pre-flight)
-    resource_notes: tuple[str, ...] = ()  # resource checks skipped for want of a fact (jobs.resources)
+    resource_notes: tuple[str, ...] = ()  # resource checks skipped for want of a fact (jobs.grid.allocation_fit)
 
     @property
     def resolved_yaml(self) -> str:
@@ -169,12 +169,12 @@ def _segmenter(grid: GridConfig) -> Segmenter | None:
     return make_segmenter(grid.granularity, grid.segment_chars)
 
 
-def plan_grid(grid: GridConfig, cluster: ClusterConfig | None = None, shape: resources.Shape | None = None,
-              facts: resources.WorkFacts | None = None) -> GridPlan:
+def plan_grid(grid: GridConfig, cluster: ClusterConfig | None = None, shape: allocation_fit.Shape | None = None,
+              facts: allocation_fit.WorkFacts | None = None) -> GridPlan:
     """Validate ``grid`` and everything it names; expand it into shards. Raises one ConfigError.
 
-    With ``cluster`` and the ``shape`` of its Ray (``jobs.executors.allocation``), the allocation is
-    checked against the work too (:mod:`jobs.resources`; ``facts`` default: what is known without an
+    With ``cluster`` and the ``shape`` of its Ray (``jobs.cluster.executors.allocation``), the allocation is
+    checked against the work too (:mod:`jobs.grid.allocation_fit`; ``facts`` default: what is known without an
     estimate); its problems are in the same ConfigError.
     """
     plan, problems = plan_with_problems(grid, cluster, shape, facts)
@@ -183,11 +183,11 @@ def plan_grid(grid: GridConfig, cluster: ClusterConfig | None = None, shape: res
     return plan
 
 
-def plan_with_problems(grid: GridConfig, cluster: ClusterConfig | None = None, shape: resources.Shape | None = None,
-                       facts: resources.WorkFacts | None = None) -> tuple[GridPlan | None, list[str]]:
+def plan_with_problems(grid: GridConfig, cluster: ClusterConfig | None = None, shape: allocation_fit.Shape | None = None,
+                       facts: allocation_fit.WorkFacts | None = None) -> tuple[GridPlan | None, list[str]]:
     """The plan and every problem found. The plan is built whenever only the environment fails — the
     checkpoints' pre-flight (not cached, snapshots that conflict), a benchmark's scorer (the DS-1000
-    interpreter) or the allocation against the work (:mod:`jobs.resources`): ``--dry-run`` still shows
+    interpreter) or the allocation against the work (:mod:`jobs.grid.allocation_fit`): ``--dry-run`` still shows
     the plan and its estimate before it exits on them; any other problem leaves no plan (None)."""
     from streamgen.benchmarks.data_manifest import versioned
 
@@ -207,9 +207,9 @@ def plan_with_problems(grid: GridConfig, cluster: ClusterConfig | None = None, s
     models = checked.models
     late = checked.problems + snapshot_conflicts(recorded_snapshots(grid.results_dir), checked.snapshots,
                                                  grid.results_dir)
-    fit = resources.ResourceCheck((), ())
+    fit = allocation_fit.ResourceCheck((), ())
     if cluster is not None and shape is not None and not problems:  # sizing an invalid grid has no meaning
-        fit = resources.check(grid, cluster, models, shape, facts)
+        fit = allocation_fit.check(grid, cluster, models, shape, facts)
     late.extend(fit.problems)
     for note in fit.notes:
         log.info("resources: %s", note)
@@ -264,8 +264,8 @@ def _expand(grid: GridConfig, data_dir: Path, models: dict[str, ModelConfig], be
 
 def _auto_sizes(grid: GridConfig, models: dict[str, ModelConfig], cells: list, examples: dict,
                 segments: dict, excluded: dict) -> dict[str, int]:
-    from jobs.estimate import grid_device, require_sizes
-    from jobs.unit_sizing import auto_shard_sizes
+    from jobs.grid.gpu_hours import grid_device, require_sizes
+    from jobs.grid.unit_sizing import auto_shard_sizes
 
     cluster = cluster_config(grid.cluster)
     require_sizes(models)

@@ -1,12 +1,12 @@
 """The GPU-hour estimate of a grid, from first principles: forwards × roofline seconds, per work unit.
 
-For every work unit the driver would run (``jobs.shared_work.group_shards``: one (model, benchmark,
+For every work unit the driver would run (``jobs.grid.units.group_shards``: one (model, benchmark,
 verifier mode, example chunk) across its acceptance cells) and every example in it that is not excluded
 up front, the family's forward rule (``streamgen.sizing.forward_counts``) gives each decode's forwards and
 tokens, and ``streamgen.sizing.devices.forward_seconds`` each forward's time on the grid's device:
 
 - the **shared work** — the base run over the complete request and stream step 1 (no draft) — once per
-  unit and example, not once per cell (``jobs/shared_work.py``);
+  unit and example, not once per cell (``jobs/grid/units.py``);
 - stream steps 2..n once per cell, each verifying a draft of the assumed answer length and keeping
   nothing (the estimate cannot know what will be kept: an upper bound; for LLaDA / Dream it is exact
   unless a kept run covers a whole block);
@@ -31,8 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from jobs.shards import Shard
-from jobs.shared_work import group_shards
+from jobs.grid.shards import Shard
+from jobs.grid.units import group_shards
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, ModelConfig, cluster_config
 from streamgen.sizing.calibration import Fit
 from streamgen.sizing.devices import DEVICES, Device, device_from_file, forward_seconds
@@ -50,7 +50,7 @@ from streamgen.sizing.parameters import model_parameters  # noqa: E402  (re-expo
 
 
 class PlanLike(Protocol):
-    """What the estimate reads of a ``jobs.plan.GridPlan`` (a Protocol: this module cannot import it)."""
+    """What the estimate reads of a ``jobs.grid.plan.GridPlan`` (a Protocol: this module cannot import it)."""
 
     @property
     def grid(self) -> GridConfig: ...
@@ -279,7 +279,7 @@ def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
 
 def warmup_lines(plan: PlanLike, device: Device, workers: int, units: Sequence[Sequence[Shard]],
                  calibration: Mapping[str, Fit] | None = None) -> tuple[WarmupLine, ...]:
-    """Per model: the warm-up pair every actor that loads it runs (``jobs.actors.ModelActor._warm_up``:
+    """Per model: the warm-up pair every actor that loads it runs (``jobs.run.actors.ModelActor._warm_up``:
     ``streamgen.warmup.WARMUP_REQUEST``, greedy, base run then stream, nothing shared), priced on the
     model's costliest (benchmark, budget) cell, times the actors that load the model: at most
     one per worker, at most one per unit (the scheduler keeps an actor on its model while it has units)."""

@@ -95,7 +95,7 @@ def size_key(cell: Cell) -> str:
 def expand_shards(cells: Sequence[Cell], example_ids: Mapping[str, Sequence[str]], *,
                   shard_size: int | Mapping[str, int], seed: int) -> list[Shard]:
     """Cut each cell's examples (``example_ids[benchmark name]``) into shards of ``shard_size`` examples,
-    or of ``shard_size[size_key(cell)]`` (``shard_size: auto``, jobs/unit_sizing.py)."""
+    or of ``shard_size[size_key(cell)]`` (``shard_size: auto``, jobs/grid/unit_sizing.py)."""
     shards = []
     for cell in cells:
         size = shard_size if isinstance(shard_size, int) else shard_size[size_key(cell)]

@@ -1,12 +1,12 @@
 """The plan of a grid without running it (``--dry-run``): validate, count, estimate; start nothing.
 
-``dry_run_report(grid)`` validates the grid exactly as a run does (``jobs.plan.plan_with_problems``:
+``dry_run_report(grid)`` validates the grid exactly as a run does (``jobs.grid.plan.plan_with_problems``:
 configs, weights where they say, benchmark data and scorers, the checkpoints' pre-flight) plus the
 cluster config (without contacting Slurm), then prints per cell the examples (and how many are
 excluded up front), the shards and the shards already complete in ``results_dir``, and the GPU-hour
-estimate from first principles (``jobs.estimate``): GPU-hours per (model, benchmark), in total, and the
+estimate from first principles (``jobs.grid.gpu_hours``): GPU-hours per (model, benchmark), in total, and the
 wall time on the allocation, with its assumptions. The allocation is then checked against the work
-with the estimate's facts (``jobs.resources``: model bytes, each unit's seconds). When only the
+with the estimate's facts (``jobs.grid.allocation_fit``: model bytes, each unit's seconds). When only the
 environment failed (checkpoints not cached, the allocation too small), the plan and the estimate are
 still printed; the problems come back for the caller to raise.
 
@@ -27,8 +27,9 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from jobs import resources
-from jobs.estimate import (
+from jobs.grid import allocation_fit
+from jobs.grid.allocation_fit import WorkFacts, known_facts
+from jobs.grid.gpu_hours import (
     ANSWER_FRACTION,
     CHARS_PER_TOKEN,
     TEMPLATE_TOKENS,
@@ -37,10 +38,9 @@ from jobs.estimate import (
     grid_device,
     workers_on,
 )
-from jobs.plan import GridPlan, plan_with_problems
-from jobs.resources import WorkFacts, known_facts
-from jobs.unit_sizing import UNIT_FRACTION, target_unit_s
-from jobs.writer import ResultWriter
+from jobs.grid.plan import GridPlan, plan_with_problems
+from jobs.grid.unit_sizing import UNIT_FRACTION, target_unit_s
+from jobs.run.writer import ResultWriter
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, cluster_config, raise_if_problems
 from streamgen.results.result_files import readable_files
 from streamgen.sizing.parameters import model_parameters
@@ -115,7 +115,7 @@ def dry_run_report(grid: GridConfig, *, results_dir: str | Path | None = None,
     file (``--calibrate``; ``streamgen.sizing.calibration``): the grid's models are timed on this machine
     (or their fits read from the file) and the calibrated estimate is printed beside the roofline's.
     """
-    from jobs.executors import allocation, validate_cluster
+    from jobs.cluster.executors import allocation, validate_cluster
 
     cluster = cluster_config(grid.cluster)
     raise_if_problems(validate_cluster(cluster), f"cluster {grid.cluster!r}")
@@ -129,7 +129,7 @@ def dry_run_report(grid: GridConfig, *, results_dir: str | Path | None = None,
     alone = estimate_plan(plan, device, workers=workers, answer_lengths=answers, share=False)
     forked = estimate_plan(plan, device, workers=workers, answer_lengths=answers, kept=lambda _: FORKED_KEPT,
                            forked=True) if grid.share_work else None
-    fit = resources.check(grid, cluster, plan.models, allocation(grid, cluster), work_facts(plan, est))
+    fit = allocation_fit.check(grid, cluster, plan.models, allocation(grid, cluster), work_facts(plan, est))
     problems = [*problems, *fit.problems]
     plan = dataclasses.replace(plan, resource_notes=fit.notes)
     parts = [render(grid, plan, _cell_lines(plan, out_dir), out_dir), "",

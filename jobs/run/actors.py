@@ -1,10 +1,10 @@
 """The model actor: one model per actor (one GPU, or some CPUs), running shards of that model.
 
 Per example the actor runs the base run and the stream run back to back in the order the shard
-prescribes (seeded, balanced per cell, see :mod:`jobs.shards`), so both runs see the same device
-state. It takes a work unit (:mod:`jobs.shared_work`): the shards of cells that differ only in
+prescribes (seeded, balanced per cell, see :mod:`jobs.grid.shards`), so both runs see the same device
+state. It takes a work unit (:mod:`jobs.grid.units`): the shards of cells that differ only in
 acceptance/τ, whose base run and first stream step run once per example (``streamgen.shared``). A failing example becomes an error result with its traceback; the actor
-carries on. Scoring never happens here (it runs on CPU workers, :mod:`jobs.rows`).
+carries on. Scoring never happens here (it runs on CPU workers, :mod:`jobs.run.rows`).
 
 The actor class is plain Python; :func:`actor_options` gives the Ray resources and
 :func:`spawn_model_actor` wraps it, so tests can also run it in-process.
@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobs.shared_work import sharing_key
-from jobs.spool import SpoolKey, UnitSpool, open_unit_spool
-from jobs.tasks import DecodedShard, ExampleResult, ExampleTask, Placement, ShardTask
+from jobs.grid.shard_tasks import DecodedShard, ExampleResult, ExampleTask, Placement, ShardTask
+from jobs.grid.units import sharing_key
+from jobs.run.spool import SpoolKey, UnitSpool, open_unit_spool
 from streamgen.config import BenchmarkConfig, ModelConfig
 from streamgen.decoding.base import Decoder
 from streamgen.decoding.meter import MeterReading
@@ -57,7 +57,7 @@ def actor_options(*, use_gpu: bool, cpus_per_actor: float = 1.0) -> dict[str, An
 
     A GPU actor reserves its CPU: batch-1 decoding is bound by the host's kernel-launch loop, and with
     ``num_cpus=0`` Ray would hand every CPU of the node to scoring tasks (their sandbox programs) while
-    the actor is timed. ``jobs.resources`` checks that a node has a CPU per GPU actor plus the scorers.
+    the actor is timed. ``jobs.grid.allocation_fit`` checks that a node has a CPU per GPU actor plus the scorers.
 
     ``max_restarts=0``: a dead actor stays dead and the scheduler starts a fresh one elsewhere.
     ``SPREAD``: on a multi-node cluster the actors go to different nodes first (Ray's default packs
@@ -87,8 +87,8 @@ def spawn_actor_for(models: Mapping[str, ModelConfig], name: str, *, use_gpu: bo
 
 
 def submit_unit(actor: Any, unit: Any, spool_dir: str | None = None) -> Any:
-    """Hand a work unit's shard tasks (``jobs.scheduler.WorkUnit.payload``) to a model actor; its ref.
-    ``spool_dir``: where the actor keeps the unit's finished examples (``jobs.spool``; None: nowhere)."""
+    """Hand a work unit's shard tasks (``jobs.run.scheduler.WorkUnit.payload``) to a model actor; its ref.
+    ``spool_dir``: where the actor keeps the unit's finished examples (``jobs.run.spool``; None: nowhere)."""
     return actor.run_unit.remote(unit.payload, spool_dir)
 
 
@@ -178,15 +178,15 @@ class ModelActor:
 
     def run_unit(self, tasks: Sequence[ShardTask], spool_dir: str | None = None) -> tuple[DecodedShard, ...]:
         """Decode a work unit: one shard, or shards of cells that differ only in acceptance/τ over the
-        same examples (``jobs.shared_work``), whose base run and first step run once per example.
+        same examples (``jobs.grid.units``), whose base run and first step run once per example.
         With ``spool_dir`` each finished example is persisted there, and examples an earlier (killed)
-        attempt persisted are taken from it instead of decoded (``jobs.spool``)."""
+        attempt persisted are taken from it instead of decoded (``jobs.run.spool``)."""
         if self._warm_up_pending:
             self._warm_up(tasks[0].cell)
         start, cpu_start, cell = time.perf_counter(), time.process_time(), tasks[0].cell
         if len({sharing_key(t.shard) for t in tasks}) != 1:
             raise ValueError("a work unit's shards must differ only in acceptance/τ and have the same examples "
-                             f"(jobs.shared_work.group_shards); got {[t.cell.label for t in tasks]}")
+                             f"(jobs.grid.units.group_shards); got {[t.cell.label for t in tasks]}")
         decoders = [self._decoder(cell.benchmark, t.cell.verifier_mode, cell.max_new_tokens) for t in tasks]
         decoder, rules = decoders[0], [t.cell.rule for t in tasks]
         decode: Callable[[Sequence[ExampleTask]], list[ExampleResult]]

@@ -81,7 +81,7 @@ def _force_loopback_constant() -> None:
 
     wanted = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0") not in ("0", "false", "False")
     if ray_constants.ENABLE_RAY_CLUSTER != wanted:
-        log.warning("ray was imported before jobs.ray_env set its environment; correcting ENABLE_RAY_CLUSTER")
+        log.warning("ray was imported before jobs.run.local_ray set its environment; correcting ENABLE_RAY_CLUSTER")
         ray_constants.ENABLE_RAY_CLUSTER = wanted
 
 

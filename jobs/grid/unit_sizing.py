@@ -1,9 +1,9 @@
 """Work units sized to the work (``shard_size: auto``): examples per shard and each unit's timeout from the estimate.
 
 A work unit is one (model, benchmark, verifier mode, example chunk) across its acceptance cells
-(``jobs/shared_work.py``), decoded on one actor. With ``shard_size: auto`` the chunk length of each
+(``jobs/grid/units.py``), decoded on one actor. With ``shard_size: auto`` the chunk length of each
 (model, benchmark) is the largest whose WORST chunk — the chunk length × the most expensive single
-example's unit work (``jobs.estimate.example_cost``) — stays within ``UNIT_FRACTION`` of the cluster's
+example's unit work (``jobs.grid.gpu_hours.example_cost``) — stays within ``UNIT_FRACTION`` of the cluster's
 Slurm time limit (``timeout_min``): a unit killed at the limit or requeued loses at most that. An example
 whose work alone exceeds it gets a unit of its own (and the dry run says so). Each unit's timeout is
 ``TIMEOUT_FACTOR`` × its estimate, at least ``TIMEOUT_FLOOR_S``, replacing ``shard_timeout_s`` × shards.
@@ -19,9 +19,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jobs.estimate import PlanLike, example_cost, grid_device, unit_seconds
-from jobs.shards import Cell, size_key
-from jobs.shared_work import MODE_FREE_FAMILIES
+from jobs.grid.gpu_hours import PlanLike, example_cost, grid_device, unit_seconds
+from jobs.grid.shards import Cell, size_key
+from jobs.grid.units import MODE_FREE_FAMILIES
 from streamgen.config import ClusterConfig
 from streamgen.sizing.devices import Device
 from streamgen.sizing.parameters import model_size
@@ -48,7 +48,7 @@ def auto_shard_sizes(cells: Sequence[Cell], examples: Mapping[str, Mapping[str, 
                      segments: Mapping[tuple[str, str], tuple[str, ...]],
                      excluded: Mapping[tuple[str, str], str | None], *, cluster: ClusterConfig,
                      device: Device) -> dict[str, int]:
-    """Examples per shard for each (model, benchmark) (``jobs.shards.size_key``) of ``cells``."""
+    """Examples per shard for each (model, benchmark) (``jobs.grid.shards.size_key``) of ``cells``."""
     sharing: dict[tuple[str, str, str | None], list[str | None]] = defaultdict(list)  # the modes of one unit's cells
     for cell in cells:
         free = cell.model.family in MODE_FREE_FAMILIES  # both verifier modes in one unit
@@ -59,7 +59,7 @@ def auto_shard_sizes(cells: Sequence[Cell], examples: Mapping[str, Mapping[str, 
         if key in sizes:
             continue
         bench, size = cell.benchmark.name, model_size(cell.model)
-        assert size is not None, "jobs.estimate.require_sizes runs first"
+        assert size is not None, "jobs.grid.gpu_hours.require_sizes runs first"
         modes = max((v for (m, b, _), v in sharing.items() if (m, b) == (cell.model.name, bench)), key=len)
         worst = max((example_cost(cell.model, bench, cell.max_new_tokens, ex, segments[(bench, eid)], len(modes),
                                   device, size, modes=modes).seconds

@@ -1,6 +1,6 @@
 """What a shard is on its way through the grid: the driver builds a :class:`ShardTask`
-(``jobs.plan``), a model actor decodes it into a :class:`DecodedShard` of :class:`ExampleResult`
-(``jobs.actors``), a CPU worker scores it and builds its rows (``jobs.rows``).
+(``jobs.grid.plan``), a model actor decodes it into a :class:`DecodedShard` of :class:`ExampleResult`
+(``jobs.run.actors``), a CPU worker scores it and builds its rows (``jobs.run.rows``).
 
 The types live here, apart from both the actor and the row builder, so each imports them and
 neither imports the other; this module imports neither torch nor any other part of ``jobs`` but
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jobs.shards import Shard
+from jobs.grid.shards import Shard
 from streamgen.results.cells import Cell
 
 if TYPE_CHECKING:
@@ -37,8 +37,8 @@ class ExampleTask:
 
 @dataclass(frozen=True)
 class ShardTask:
-    """One shard, built once by the driver (``jobs.plan.GridPlan.task``) and carried whole: the actor
-    decodes it, a CPU worker scores it and builds its rows (``jobs.rows``)."""
+    """One shard, built once by the driver (``jobs.grid.plan.GridPlan.task``) and carried whole: the actor
+    decodes it, a CPU worker scores it and builds its rows (``jobs.run.rows``)."""
 
     shard: Shard
     run_id: str
@@ -66,7 +66,7 @@ class ExampleResult:
     wall_s: float = 0.0  # both runs, end to end (a shared base run / step 1 counts where it ran)
     forward_wall_s: float = 0.0  # inside the model forwards this pair executed (shared ones once)
     forwards_executed: int = 0  # model calls this pair executed (shared ones once; a failed pair: those before it raised)
-    resumed: bool = False  # taken from the unit's spool: decoded by an earlier, killed attempt (jobs.spool)
+    resumed: bool = False  # taken from the unit's spool: decoded by an earlier, killed attempt (jobs.run.spool)
 
 
 @dataclass(frozen=True)
@@ -101,5 +101,5 @@ class DecodedShard:
 
     @property
     def resumed(self) -> int:
-        """Examples of this shard taken from the unit's spool instead of decoded (``jobs.spool``)."""
+        """Examples of this shard taken from the unit's spool instead of decoded (``jobs.run.spool``)."""
         return sum(r.resumed for r in self.results)

@@ -24,7 +24,7 @@ import traceback as tb
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from jobs.tasks import DecodedShard, ExampleResult, ExampleTask, ShardTask
+from jobs.grid.shard_tasks import DecodedShard, ExampleResult, ExampleTask, ShardTask
 from streamgen.benchmarks import Score
 from streamgen.benchmarks.base import score_columns
 from streamgen.decoding.base import draft_fingerprint
@@ -235,7 +235,7 @@ def _scorable(decoded: DecodedShard) -> list[ExampleResult]:
 def _unit_answers(tasks: tuple[ShardTask, ...], decoded: tuple[DecodedShard, ...]) -> dict[_Answer, Any]:
     """Every distinct (benchmark, example, answer) of a unit, first use first, mapped to its Example.
 
-    The cells of a work unit share one base run per example (``jobs.shared_work``), and a greedy stream
+    The cells of a work unit share one base run per example (``jobs.grid.units``), and a greedy stream
     answer often equals the base answer: each distinct answer is scored once and its verdict shared."""
     distinct: dict[_Answer, Any] = {}
     for task, dec in zip(tasks, decoded, strict=True):
@@ -260,7 +260,7 @@ def _score_answers(tasks: tuple[ShardTask, ...], distinct: dict[_Answer, Any]) -
 
 
 def score_unit(tasks: tuple[ShardTask, ...], decoded: tuple[DecodedShard, ...]) -> tuple[ShardRows, ...]:
-    """The rows of each shard of a work unit (``jobs.shared_work``), in order; each distinct answer of an
+    """The rows of each shard of a work unit (``jobs.grid.units``), in order; each distinct answer of an
     example is scored once for the whole unit (docs/grid.md, "Scoring"), so the sandbox runs once per
     distinct program, not once per acceptance cell. The rows are what scoring every shard alone gives."""
     from streamgen.benchmarks import load_benchmark

@@ -7,8 +7,8 @@ scheduler's events: a decoded unit goes to a CPU worker for scoring and rows, it
 computes the shards whose files are missing or damaged, so a preempted or killed run is resumed by
 running it again.
 
-One example's path: this loop → :mod:`jobs.scheduler` → a model actor (:mod:`jobs.actors`) decodes it;
-back here, :mod:`jobs.rows` scores it and builds its rows; here again, :mod:`jobs.writer` writes
+One example's path: this loop → :mod:`jobs.run.scheduler` → a model actor (:mod:`jobs.run.actors`) decodes it;
+back here, :mod:`jobs.run.rows` scores it and builds its rows; here again, :mod:`jobs.run.writer` writes
 them. The scheduler never calls back into this module: it yields events (docs/grid.md).
 """
 
@@ -29,19 +29,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs import spool, stop_signals
-from jobs.actors import spawn_actor_for, submit_unit
-from jobs.plan import GridPlan, plan_grid
-from jobs.progress import GridProgress
-from jobs.ray_env import start_ray, stop_ray
-from jobs.resources import Shape
-from jobs.rows import ShardRows, failed_shard_rows, remote_score_unit
-from jobs.scheduler import Decoded, Finished, Scheduler, WorkUnit
-from jobs.shards import Shard
-from jobs.shared_work import group_shards
-from jobs.tasks import DecodedShard, Placement, ShardTask
-from jobs.unit_sizing import unit_timeouts
-from jobs.writer import ResultWriter
+from jobs.grid.allocation_fit import Shape
+from jobs.grid.plan import GridPlan, plan_grid
+from jobs.grid.shard_tasks import DecodedShard, Placement, ShardTask
+from jobs.grid.shards import Shard
+from jobs.grid.unit_sizing import unit_timeouts
+from jobs.grid.units import group_shards
+from jobs.run import spool, stop_signals
+from jobs.run.actors import spawn_actor_for, submit_unit
+from jobs.run.local_ray import start_ray, stop_ray
+from jobs.run.progress import GridProgress
+from jobs.run.rows import ShardRows, failed_shard_rows, remote_score_unit
+from jobs.run.scheduler import Decoded, Finished, Scheduler, WorkUnit
+from jobs.run.writer import ResultWriter
 from streamgen.config import ClusterConfig, GridConfig, cluster_config
 from streamgen.results import compaction, results_dir
 from streamgen.results.compaction import AUTO_COMPACT_SHARDS, compact, loose_shards
@@ -58,8 +58,8 @@ def run_grid(grid: GridConfig, *, cluster: ClusterConfig | None = None, shape: S
     """Run (or resume) ``grid`` on ``cluster`` (default: ``grid.cluster``'s file); returns what was done.
 
     Raises ConfigError before any actor starts when the grid is invalid or, given ``shape`` (the
-    cluster's Ray, ``jobs.executors.allocation``: the workflows' path), the allocation does not fit
-    it (``jobs.resources``); ResultsDirError when the results directory cannot be written or another
+    cluster's Ray, ``jobs.cluster.executors.allocation``: the workflows' path), the allocation does not fit
+    it (``jobs.grid.allocation_fit``); ResultsDirError when the results directory cannot be written or another
     run holds it, GridAborted past ``max_error_fraction``, SandboxUnavailable (a GridAborted) when the
     sandbox cannot run answers after its retries, and RunInterrupted on SIGTERM/SIGINT."""
     start = time.perf_counter()
@@ -136,7 +136,7 @@ def _compact_finished(lock: results_dir.ResultsLock) -> None:
 
 
 def prepare_spool(root: str, finished: set[str]) -> Path | None:
-    """The spool directory the actors keep finished examples in (``jobs.spool``), ready; the spools of
+    """The spool directory the actors keep finished examples in (``jobs.run.spool``), ready; the spools of
     units already written are removed. (``bench/bench_requeue.py`` swaps this for one returning None to
     measure a requeue without it.)"""
     with results_dir.named_io_errors(spool.spool_dir(root)):
@@ -168,7 +168,7 @@ def _schedule(run: GridRun, grid: GridConfig, on_dispatch: Callable[[Any, WorkUn
         workers = int(_cluster_gpus())
         log.warning("workers=%d but the cluster has %d GPUs: using %d model actors", grid.workers, workers, workers)
     units = run.units()
-    # a unit holds up to one shard per acceptance cell (jobs/shared_work.py): its allowance scales with it
+    # a unit holds up to one shard per acceptance cell (jobs/grid/units.py): its allowance scales with it
     timeout_s = grid.shard_timeout_s * max(len(u.payload) for u in units)
     scheduler = Scheduler(spawn=functools.partial(spawn_actor_for, run.plan.models, use_gpu=run.use_gpu,
                                                    verbose=run.plan.grid.verbose, warm_up=run.plan.grid.warm_up,
@@ -228,7 +228,7 @@ class GridSummary:
     placements: dict[str, Placement] = field(default_factory=dict)  # actor id → its GPU ids, CPU fallback
     numerics: dict[str, str] = field(default_factory=dict)  # actor id → its NumericsRecord JSON
     forwards_executed: int = 0  # model calls the actors executed (shared base runs / first steps once)
-    examples_resumed: int = 0  # pair rows whose decoding came from a unit's spool (jobs.spool), not this run
+    examples_resumed: int = 0  # pair rows whose decoding came from a unit's spool (jobs.run.spool), not this run
 
     @property
     def forward_share(self) -> float:
@@ -253,7 +253,7 @@ class GridRun:
                  rehearsal: bool = False, lock: results_dir.ResultsLock | None = None, loose: int = 0) -> None:
         self.plan, self.todo, self.summary, self.progress = plan, todo, summary, progress
         self.spool_dir = spool_dir  # where actors keep each unit's finished examples (None: not kept)
-        self.rehearsal = rehearsal  # actors on GPUs without CUDA run on CPU (jobs.actors.pick_device)
+        self.rehearsal = rehearsal  # actors on GPUs without CUDA run on CPU (jobs.run.actors.pick_device)
         self.stops = stops or stop_signals.StopSignals()
         self.writer, self.use_gpu = ResultWriter(summary.results_dir), use_gpu
         self.max_errors = plan.grid.max_error_fraction * sum(len(s) for s in todo)
@@ -263,7 +263,7 @@ class GridRun:
         self.loose = loose  # shards in per-shard files, not yet in the manifest
 
     def units(self) -> list[WorkUnit]:
-        """The shards to run as work units (``jobs.shared_work``); a unit's payload is its shards' tasks,
+        """The shards to run as work units (``jobs.grid.units``); a unit's payload is its shards' tasks,
         each built here once."""
         out = []
         timeouts = unit_timeouts(self.plan) if self.plan.grid.shard_size == "auto" else {}

@@ -136,10 +136,3 @@ def _fewer_gpus_hint(cluster: ClusterConfig, inv: Inventory) -> str:
         return ""
     return f", or gpus_per_node={counts[cluster.nodes - 1]} to get {cluster.nodes} nodes"
 
-
-def local_gpu_count() -> int:
-    """GPUs on this machine per ``nvidia-smi -L`` (0 without it); never touches torch.cuda."""
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False)
-    return sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0

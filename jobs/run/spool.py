@@ -5,7 +5,7 @@ timeout, Slurm time limit or preemption, a dead actor) resumes from its finished
 One file per unit, ``<results_dir>/spool/<first shard id>.jsonl``, one JSON line per finished
 example, appended and fsynced. A line carries the unit's shard ids, the example id, the device label
 and code version it was decoded with, and the unit's results for that example (one
-:class:`~jobs.tasks.ExampleResult` per shard, pickled, base64) with their sha256. A line is reused
+:class:`~jobs.grid.shard_tasks.ExampleResult` per shard, pickled, base64) with their sha256. A line is reused
 only if all of those match the unit being run and its checksum holds; anything else (a truncated or
 corrupt line, a stale or foreign unit, another device or code version) is skipped with ONE warning
 naming the file, and that example is decoded again. The driver removes the file once the unit's
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.tasks import ExampleResult
+from jobs.grid.shard_tasks import ExampleResult
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +45,13 @@ def spool_dir(results_dir: str | os.PathLike[str]) -> Path:
 
 
 def spool_path(results_dir: str | os.PathLike[str], unit_key: str) -> Path:
-    """The spool file of the unit whose first shard id is ``unit_key`` (``jobs.scheduler.WorkUnit.key``)."""
+    """The spool file of the unit whose first shard id is ``unit_key`` (``jobs.run.scheduler.WorkUnit.key``)."""
     return spool_dir(results_dir) / f"{unit_key}.jsonl"
 
 
 def finished_examples(path: Path) -> int:
     """How many examples a unit's spool holds (complete lines; 0 for none or an unreadable file): the
-    scheduler's measure of an attempt's progress (``jobs.scheduler``, ``progress``)."""
+    scheduler's measure of an attempt's progress (``jobs.run.scheduler``, ``progress``)."""
     try:
         return path.read_bytes().count(b"\n")
     except OSError:

@@ -1,7 +1,7 @@
 """Work units: the shards one actor call decodes together so that shared work runs once.
 
 Cells that differ only in acceptance/τ (same model, benchmark, verifier mode, answer budget and
-timing settings) get the same example chunks from :func:`jobs.shards.expand_shards` (the chunks
+timing settings) get the same example chunks from :func:`jobs.grid.shards.expand_shards` (the chunks
 depend on the benchmark's ids and ``shard_size`` only). With ``share_work: true`` (the default) such
 shards form ONE unit: the actor runs each example's base run once and every cell's stream through one
 tree of steps, each distinct step computed once (``streamgen.shared``). LLaDA/Dream cells of both
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jobs.shards import Shard
+from jobs.grid.shards import Shard
 from streamgen.results.cells import RULE_KEYS, stable_hash
 
 MODE_FREE_FAMILIES = ("bidirectional",)  # their base run, step 1 and keep-nothing decodes ignore the verifier mode

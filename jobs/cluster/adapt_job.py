@@ -1,7 +1,7 @@
 """The adaptation's model stages (pairs, train, merge) as one submitit job on one GPU.
 
 Same executors as the grid (``configs/cluster/<name>.yaml``: slurm / local / debug), the same dispatch
-and checks before anything is queued (:mod:`jobs.executors`). :class:`AdaptJob` is ``Checkpointable``: on preemption or
+and checks before anything is queued (:mod:`jobs.cluster.executors`). :class:`AdaptJob` is ``Checkpointable``: on preemption or
 time-out submitit calls :meth:`AdaptJob.checkpoint`, which requeues the same job; the rerun resumes
 from the teacher cache and the newest training checkpoint (``streamgen.adapt.checkpoint``), so at
 most ``save_every`` steps are repeated.
@@ -16,7 +16,7 @@ from typing import Any
 
 import submitit
 
-from jobs import executors
+from jobs.cluster import executors
 from streamgen.adapt.config import AdaptConfig
 from streamgen.config import ClusterConfig, cluster_config
 
