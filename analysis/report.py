@@ -34,7 +34,7 @@ from analysis.report_sections import main_tables, sections
 from analysis.sql_template import SqlTemplateError
 from analysis.table_specs import COMPARE
 from analysis.tables import TABLES, ResultsNotFoundError, build_tables, compare_tables
-from analysis.timing import build_typing, typing_section, typing_settings
+from analysis.typing_table import build_typing, typing_section, typing_settings
 from streamgen.config import ConfigError, TypingConfig
 from streamgen.results.manifest import ManifestError
 

@@ -14,7 +14,8 @@ from jobs.actors import ModelActor
 from jobs.plan import GridPlan, plan_grid
 from jobs.shared_work import group_shards
 from jobs.tasks import DecodedShard
-from streamgen import shared, warmup
+from streamgen import shared_example as shared
+from streamgen import warmup
 from streamgen.config import grid_config
 
 MODELS = ["scripted-ar-calibrated", "scripted-llada-calibrated"]

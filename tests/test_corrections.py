@@ -12,7 +12,7 @@ import pytest
 
 from analysis.population import paragraph_ends
 from analysis.post_hoc import arrivals_at
-from analysis.timing import step_columns, step_facts
+from analysis.typing_table import step_columns, step_facts
 from jobs.rows import step_rows
 from jobs.shards import expand_cells, expand_shards
 from streamgen.config import ConfigError, CorrectionsConfig, grid_config, validate_corrections

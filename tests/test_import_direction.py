@@ -213,7 +213,7 @@ def test_no_import_circle_even_type_only_or_inside_functions() -> None:
 @pytest.mark.parametrize("importer,imported", [
     ("jobs.tasks", "jobs.rows"),            # the old ShardTask.row_context
     ("streamgen.live", "streamgen.stream"),  # the old TYPE_CHECKING import of StreamRequest
-    ("analysis.timing", "analysis.simulate"),  # the old function-level import of Script
+    ("analysis.typing_table", "analysis.simulate"),  # the old function-level import of Script
 ])
 def test_each_old_circle_would_be_caught(importer: str, imported: str) -> None:
     graph = reader_graph()
