@@ -26,7 +26,8 @@ from typing import TextIO
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from analysis import figures, timing_figures
+import analysis.figures as figures
+import analysis.timing_figures as timing_figures
 from analysis.figure_pool import FigurePool
 from analysis.population import LoggedTypists, build_population, population_section
 from analysis.render import markdown

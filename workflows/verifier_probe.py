@@ -100,7 +100,7 @@ def main(argv: Sequence[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__)
         return 0
-    from analysis.probe_report import write_probe_report
+    from analysis import write_probe_report
 
     try:
         cfg = load(ProbeConfig, overrides=[a for a in argv if a != "--dry-run"])
