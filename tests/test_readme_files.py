@@ -4,7 +4,8 @@ the module index out of the README), so a reader who follows the index finds eac
 Two places describe modules:
 
 - a package's face: the ``Modules:`` (and ``Packages:``) block of its ``__init__.py`` docstring, one
-  ``name.py   description`` line per module, the path relative to the package (``streamgen/__init__.py`` for
+  ``name.py   description`` line per module (indented four spaces; or a bullet ``- ``name``: description``
+  naming the module's stem), the path relative to the package (``streamgen/__init__.py`` for
   streamgen's root modules, ``streamgen/timing/__init__.py`` for ``timing/policies.py``);
 - docs/design.md, "Module index": one fenced block of ``path   description`` lines from the repository root;
   an entry indented by two spaces lives in the last top-level folder above it (``jobs/`` then ``  plan.py``).
@@ -22,10 +23,13 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 CHECKED = ("streamgen", "jobs", "workflows", "analysis")
 ENTRY = re.compile(r"^( {0,2})(\S+)(?:\s|$)")
 FACE_ENTRY = re.compile(r"^ {4}(\S+(?:\.py|/))\s{2,}\S")  # "    name.py   description" in a face's docstring
+FACE_BULLET = re.compile(r"^- ``([\w.]+/?)``: *\S")  # or "- ``name``: description" (a module's stem, or name/)
 
 
 def index_block(design: str) -> list[str]:
@@ -55,7 +59,14 @@ def face_paths(init: Path) -> list[str]:
     """Repository-relative paths a package's face describes (its docstring's indented entry lines)."""
     doc = ast.get_docstring(ast.parse(init.read_text())) or ""
     package = init.parent.relative_to(ROOT).as_posix()
-    return [f"{package}/{m.group(1)}" for line in doc.splitlines() if (m := FACE_ENTRY.match(line))]
+    paths = []
+    for line in doc.splitlines():
+        if m := FACE_ENTRY.match(line):
+            paths.append(f"{package}/{m.group(1)}")
+        elif m := FACE_BULLET.match(line):
+            name = m.group(1)
+            paths.append(f"{package}/{name}" if name.endswith(("/", ".py")) else f"{package}/{name}.py")
+    return paths
 
 
 def described() -> dict[str, str]:
@@ -100,15 +111,19 @@ def test_a_module_without_a_description_is_caught(tmp_path: Path, monkeypatch) -
 
     fake = tmp_path / "analysis"
     fake.mkdir()
-    (fake / "__init__.py").write_text('"""Face.\n\nModules:\n\n    described.py  one line\n"""\n')
-    (fake / "described.py").write_text("")
-    (fake / "forgotten.py").write_text("")
+    (fake / "__init__.py").write_text('"""Face.\n\nModules:\n\n    described.py  one line\n\n'
+                                      '- ``bullet``: a module by its stem\n- ``prose`` without a colon\n"""\n')
+    for name in ("described", "bullet", "prose", "forgotten"):
+        (fake / f"{name}.py").write_text("")
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "design.md").write_text("## Module index\n\n```\nREADME.md   the readme\n```\n")
     monkeypatch.setattr(me, "ROOT", tmp_path)
     monkeypatch.setattr(me, "CHECKED", ("analysis",))
-    assert me.python_modules() == ["analysis/described.py", "analysis/forgotten.py"]
-    assert set(me.described()) == {"README.md", "analysis/described.py"}
+    assert me.python_modules() == ["analysis/bullet.py", "analysis/described.py", "analysis/forgotten.py",
+                                   "analysis/prose.py"]
+    assert set(me.described()) == {"README.md", "analysis/described.py", "analysis/bullet.py"}
+    with pytest.raises(AssertionError, match=r"\['analysis/forgotten.py', 'analysis/prose.py'\]"):
+        me.test_every_module_is_described()
 
 
 def _index_line(start: str) -> str:
