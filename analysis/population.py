@@ -29,7 +29,7 @@ import pyarrow as pa
 from analysis.post_hoc import StepColumns, post_hoc_lanes
 from analysis.render import Column, markdown, setting_label
 from analysis.tables import sql_text
-from analysis.timing import CELL, example_offsets, fit_cost_columns, step_columns
+from analysis.typing_table import CELL, example_offsets, fit_cost_columns, step_columns
 from streamgen.config import ConfigError, TypingConfig
 from streamgen.timing.keylog import KeyLog, read_keylog, replay_arrivals
 from streamgen.timing.policies import policies_of

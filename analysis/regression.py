@@ -24,12 +24,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from analysis import tables
+import analysis.tables as tables
 from streamgen.acceptance_rules import column_label
 from streamgen.results.cells import cell_label
 
@@ -265,3 +265,22 @@ def render_markdown(cmp: Comparison, baseline: dict[str, Any], *, results_dir: s
     lines += [f"| {key} | {_fmt(row['median_wall_speedup_ratio'])} | {_fmt(row['median_base_wall_s_ratio'])} |"
               for key, row in cmp.cells.items()]
     return "\n".join(lines) + "\n"
+
+
+class RegressionCheck(NamedTuple):
+    """A run against the baseline: whether every cell held (``passed``) and the markdown report."""
+
+    passed: bool
+    report: str
+
+
+def regression_check(baseline: dict[str, Any], run_dir: str | Path, *, code_version: str) -> RegressionCheck:
+    """``run_dir`` summarised, compared with ``baseline`` and rendered (the nightly's one call)."""
+    cmp = compare(baseline, summarise(run_dir))
+    return RegressionCheck(cmp.passed, render_markdown(cmp, baseline, results_dir=str(run_dir),
+                                                       code_version=code_version))
+
+
+def baseline_from_runs(run_dirs: Iterable[str | Path], *, grid_yaml: str, code_version: str) -> dict[str, Any]:
+    """A baseline from repeated runs of the grid, each summarised as it comes (``run_dirs`` may be lazy)."""
+    return build_baseline([summarise(d) for d in run_dirs], grid_yaml=grid_yaml, code_version=code_version)

@@ -26,7 +26,8 @@ from typing import TextIO
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from analysis import figures, timing_figures
+import analysis.figures as figures
+import analysis.timing_figures as timing_figures
 from analysis.figure_pool import FigurePool
 from analysis.population import LoggedTypists, build_population, population_section
 from analysis.render import markdown
@@ -34,7 +35,7 @@ from analysis.report_sections import main_tables, sections
 from analysis.sql_template import SqlTemplateError
 from analysis.table_specs import COMPARE
 from analysis.tables import TABLES, ResultsNotFoundError, build_tables, compare_tables
-from analysis.timing import build_typing, typing_section, typing_settings
+from analysis.typing_table import build_typing, typing_section, typing_settings
 from streamgen.config import ConfigError, TypingConfig
 from streamgen.results.manifest import ManifestError
 

@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 from analysis.population import paragraph_ends
 from analysis.render import setting_label
 from analysis.tables import connect, sql_text
-from analysis.timing import example_steps, fit_cost_models, step_facts
+from analysis.typing_table import example_steps, fit_cost_models, step_facts
 from streamgen.config import TYPIST_PRESETS, ConfigError, TypingConfig
 from streamgen.timing.costmodel import LinearCost
 from streamgen.timing.policies import Chain, StepFacts

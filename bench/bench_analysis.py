@@ -18,7 +18,7 @@ from one run. ``--reference`` also builds every table with the frozen SQL of
 the tables are equal (``bench/analysis_reference.py``; exits 1 on a difference). With ``--keep DIR``
 an existing synthetic directory of the same size is reused instead of regenerated.
 ``--typing-reference`` times the typing analysis's per-example rows both ways in one run — over arrays
-(``analysis.timing.typing_examples``, what the report runs) and one ``policies.evaluate`` call per
+(``analysis.typing_table.typing_examples``, what the report runs) and one ``policies.evaluate`` call per
 example, rate and policy (``tests/support/typing_reference.py``, what it ran before) — and checks they are equal.
 """
 
@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.report import write_report  # noqa: E402
 from analysis.tables import TABLES, connect, run_table, sql_text  # noqa: E402
-from analysis.timing import typing_examples  # noqa: E402
+from analysis.typing_table import typing_examples  # noqa: E402
 from bench.analysis_reference import Seconds, now, reference_table_times, since, table_differences  # noqa: E402
 from tests.support.synthetic import SyntheticSpec, write_synthetic_results  # noqa: E402
 
@@ -118,7 +118,7 @@ def compare(new: dict, old: dict) -> int:
 @contextlib.contextmanager
 def per_example_typing() -> Iterator[None]:
     """The report's typing rows computed as before (tests/support/typing_reference.py), for a side-by-side time."""
-    import analysis.timing as timing
+    import analysis.typing_table as timing
     from tests.support.typing_reference import typing_rows
 
     arrays = timing.typing_examples

@@ -28,7 +28,7 @@ import json, sys, time
 from pathlib import Path
 from analysis import figures, timing_figures
 from analysis.tables import build_tables
-from analysis.timing import build_typing
+from analysis.typing_table import build_typing
 root, out = Path(sys.argv[1]), Path(sys.argv[2])
 tables = build_tables(root, ["tau_sweep", "per_example"], threads=1)
 typing = build_typing(root, None, threads=1)

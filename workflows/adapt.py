@@ -113,7 +113,7 @@ def run_here(cfg: AdaptConfig, stages: tuple[str, ...]) -> dict[str, str]:
 
 def draw_curve(cfg: AdaptConfig) -> Path | None:
     """``<output.dir>/curve.png`` from the run's curve.jsonl (None when there is none yet)."""
-    from analysis.training_curve import curve_figure
+    from analysis import curve_figure
     from streamgen.adapt.curve import CURVE_FILE, read_curve
 
     rows = read_curve(cfg.out_dir / CURVE_FILE)
@@ -126,22 +126,13 @@ def draw_curve(cfg: AdaptConfig) -> Path | None:
 
 def evaluate(cfg: AdaptConfig) -> int:
     """The plain and the adapted model through the ordinary grid; prints Table 3."""
-    from analysis.render import markdown
-    from analysis.report_sections import adaptation_ci_rows
-    from analysis.table_specs import ADAPT, ADAPT_CI
-    from analysis.tables import build_tables
+    from analysis import adaptation_summary
     from jobs.cluster.executors import run_grid_on_cluster
 
     grid = eval_grid(cfg)
     summary = run_grid_on_cluster(grid)
-    tables = build_tables(grid.results_dir, ["adaptation", "adaptation_ci"])
-    table, ci = tables["adaptation"], tables["adaptation_ci"]
     print(f"\nTable 3 — {cfg.model} → {cfg.adapted_name} ({cfg.variant}), results in {grid.results_dir}\n")
-    print(markdown(table, ADAPT, blank_repeats="setting") if table.num_rows else "(no matched cells)")
-    if ci.num_rows:
-        print("\nPaired over examples included on both sides; Δ = adapted − plain with its 95 % bootstrap "
-              "interval (1000 resamples)\n")
-        print(markdown(adaptation_ci_rows(ci), ADAPT_CI, blank_repeats="setting"))
+    print(adaptation_summary(grid.results_dir))
     return 1 if getattr(summary, "shards_failed", []) else 0
 
 

@@ -57,7 +57,7 @@ def parse_args(argv: Sequence[str]) -> tuple[str, list[str]]:
 
 
 def print_summary(summary: object, grid: GridConfig) -> None:
-    from analysis.report import print_summary as print_tables
+    from analysis import print_summary as print_tables
 
     t = getattr(summary, "timings", None)
     if t is not None:
@@ -75,24 +75,11 @@ def print_summary(summary: object, grid: GridConfig) -> None:
 
 def budget_line(grid: GridConfig) -> str:
     """How many base answers of this grid's models and benchmarks in ``results_dir`` ended before their
-    answer budget (so with EOS: an autoregressive answer stops early only there). Counted per pairs
-    row (each cell repeats its example's base run); a budget every answer fills makes the speedups
+    answer budget (``analysis/sql/answer_budget.sql``); a budget every answer fills makes the speedups
     describe the budget, not streaming (docs/experiments.md)."""
-    import json
+    from analysis import budget_line as answer_budget_line
 
-    import pyarrow.parquet as pq
-
-    from streamgen.results.result_files import readable_files
-
-    files = readable_files(grid.results_dir, "pairs", warn=False).files  # the report warns of the others
-    cols = ["model", "benchmark", "base_answer_tokens", "cell_settings"]
-    rows = [r for f in files if set(cols) <= set(pq.read_schema(f).names)
-            for r in pq.read_table(f, columns=cols).to_pylist()
-            if r["model"] in grid.models and r["benchmark"] in grid.benchmarks
-            and r["base_answer_tokens"] is not None and r["cell_settings"] is not None]
-    early = sum(r["base_answer_tokens"] < json.loads(r["cell_settings"])["max_new_tokens"] for r in rows)
-    share = f" ({early / len(rows):.0%})" if rows else ""
-    return f"base answers ending before the answer budget (EOS): {early} of {len(rows)} rows{share}"
+    return answer_budget_line(grid.results_dir, grid.models, grid.benchmarks)
 
 
 def main(argv: Sequence[str]) -> int:

@@ -43,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, not another install
 
-from analysis import regression  # noqa: E402
+from analysis import BaselineError, baseline_from_runs, read_baseline, regression_check, write_baseline  # noqa: E402
 from jobs.cluster.executors import run_grid_on_cluster  # noqa: E402
 from streamgen.config import REPO_ROOT, ConfigError, GridConfig, grid_config, to_yaml  # noqa: E402
 from streamgen.results.version import code_version  # noqa: E402
@@ -80,25 +80,24 @@ def update_baseline(grid: GridConfig, args: argparse.Namespace) -> int:
     if os.environ.get(PERTURB_ENV):
         print(f"error: {PERTURB_ENV} is set: refusing to write a baseline from a perturbed decoder", file=sys.stderr)
         return 2
-    runs = [regression.summarise(fresh_run(grid)) for _ in range(args.runs)]
-    baseline = regression.build_baseline(runs, grid_yaml=to_yaml(grid), code_version=code_version())
-    path = regression.write_baseline(baseline, args.baseline)
+    runs = (fresh_run(grid) for _ in range(args.runs))  # each run summarised before the next starts
+    baseline = baseline_from_runs(runs, grid_yaml=to_yaml(grid), code_version=code_version())
+    path = write_baseline(baseline, args.baseline)
     print(f"wrote {path}: {len(baseline['cells'])} cells, {len(baseline['examples'])} examples from "
           f"{args.runs} runs; review `git diff {path}` and commit it with the change that explains it")
     return 0
 
 
 def check(grid: GridConfig, args: argparse.Namespace) -> int:
-    baseline = regression.read_baseline(args.baseline)  # fail before running when there is none
+    baseline = read_baseline(args.baseline)  # fail before running when there is none
     run_dir = args.compare or fresh_run(grid)
-    cmp = regression.compare(baseline, regression.summarise(run_dir))
-    report = regression.render_markdown(cmp, baseline, results_dir=str(run_dir), code_version=code_version())
+    passed, report = regression_check(baseline, run_dir, code_version=code_version())
     (Path(run_dir) / "nightly_report.md").write_text(report)
     if args.report:
         args.report.write_text(report)
     print(report)
     refs_ok = args.compare is not None or args.no_references or reference_sweeps()
-    return 0 if cmp.passed and refs_ok else 1
+    return 0 if passed and refs_ok else 1
 
 
 def reference_sweeps() -> bool:
@@ -118,7 +117,7 @@ def dry_run(grid: GridConfig, args: argparse.Namespace) -> int:
     from jobs.cluster.dry_run import plan_dry_run
 
     if not args.update_baseline:
-        regression.read_baseline(args.baseline)
+        read_baseline(args.baseline)
     # each run writes a fresh <results_dir>/<UTC time>/; earlier runs below results_dir fit the estimate
     print(plan_dry_run(grid, results_dir=Path(grid.results_dir) / "<next run>", fit_on=grid.results_dir))
     return 0
@@ -136,7 +135,7 @@ def main(argv: list[str]) -> int:
         if args.dry_run:
             return dry_run(grid, args)
         return update_baseline(grid, args) if args.update_baseline else check(grid, args)
-    except (ConfigError, regression.BaselineError) as exc:
+    except (ConfigError, BaselineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except (ResultsDirError, RunInterrupted) as exc:  # disk full, read-only, locked; SIGTERM/SIGINT

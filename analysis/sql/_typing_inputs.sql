@@ -1,5 +1,5 @@
 -- The recorded steps of included requests, with what the typing analysis needs from their pairs row
--- (analysis/timing.py reads this, evaluates each example under every typing rate and policy, and
+-- (analysis/typing_table.py reads this, evaluates each example under every typing rate and policy, and
 -- registers the result as typing_examples for typing.sql). Ordered so that one example's steps are
 -- consecutive and in step order.
 --   live_policy   NULL for the replay (every prefix, back to back); set for cells run live

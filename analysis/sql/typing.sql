@@ -1,5 +1,5 @@
 -- Wait after the last keystroke per cell, typing rate and drafting policy (docs/timing.md).
--- Reads typing_examples (one row per included example × rate × policy, built by analysis/timing.py).
+-- Reads typing_examples (one row per included example × rate × policy, built by analysis/typing_table.py).
 --   source            post_hoc (recorded replay steps under the policy) | live (run on the real clock)
 --   median/p90_wait_s end of the last step − arrival of the last segment
 --   median_base_wait_s the base run's wall clock (submit, then decode)

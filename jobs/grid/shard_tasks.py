@@ -44,7 +44,7 @@ class ShardTask:
     run_id: str
     code_version: str
     examples: tuple[ExampleTask, ...]
-    share_work: bool = True  # the grid's share_work: decodes remembered across the unit's steps (streamgen.shared)
+    share_work: bool = True  # the grid's share_work: decodes remembered across the unit's steps (streamgen.shared_example)
 
     @property
     def cell(self) -> Cell:

@@ -4,7 +4,7 @@ Cells that differ only in acceptance/τ (same model, benchmark, verifier mode, a
 timing settings) get the same example chunks from :func:`jobs.grid.shards.expand_shards` (the chunks
 depend on the benchmark's ids and ``shard_size`` only). With ``share_work: true`` (the default) such
 shards form ONE unit: the actor runs each example's base run once and every cell's stream through one
-tree of steps, each distinct step computed once (``streamgen.shared``). LLaDA/Dream cells of both
+tree of steps, each distinct step computed once (``streamgen.shared_example``). LLaDA/Dream cells of both
 verifier modes join one unit too: the base run and step 1 verify nothing, and a step that keeps
 nothing is a base decode of its prefix (``MODE_FREE_FAMILIES``). Each shard keeps its own id, run
 order, rows and result files; only the actor call is shared. Live cells (typing on the clock) and

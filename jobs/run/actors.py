@@ -3,7 +3,7 @@
 Per example the actor runs the base run and the stream run back to back in the order the shard
 prescribes (seeded, balanced per cell, see :mod:`jobs.grid.shards`), so both runs see the same device
 state. It takes a work unit (:mod:`jobs.grid.units`): the shards of cells that differ only in
-acceptance/τ, whose base run and first stream step run once per example (``streamgen.shared``). A failing example becomes an error result with its traceback; the actor
+acceptance/τ, whose base run and first stream step run once per example (``streamgen.shared_example``). A failing example becomes an error result with its traceback; the actor
 carries on. Scoring never happens here (it runs on CPU workers, :mod:`jobs.run.rows`).
 
 The actor class is plain Python; :func:`actor_options` gives the Ray resources and
@@ -249,13 +249,13 @@ class ModelActor:
         log.info("actor %s, %s: %s", self.actor_id, self.model.name, self.warmup.describe())
 
     def _run_shared(self, cells: Sequence[Any], share: bool, exs: Sequence[ExampleTask]) -> list[ExampleResult]:
-        """One example for every cell of the unit (``streamgen.shared``): stream-first cells first, then
+        """One example for every cell of the unit (``streamgen.shared_example``): stream-first cells first, then
         base-first ones (so the shared base run sits between them, adjacent to both), results back in the
         unit's order. ``share``: remember decodes across steps (``share_work``)."""
         ex = exs[0]
         if ex.request is None:
             return [ExampleResult(e.example_id, e.base_first, None) for e in exs]
-        from streamgen.shared import SharedExample
+        from streamgen.shared_example import SharedExample
 
         order = sorted(range(len(exs)), key=lambda j: exs[j].base_first)
         results: dict[int, ExampleResult] = {}
@@ -274,7 +274,7 @@ class ModelActor:
         ex = exs[0]
         if ex.request is None:
             return [ExampleResult(ex.example_id, ex.base_first, None)]
-        from streamgen.shared import Executed
+        from streamgen.shared_example import Executed
         from streamgen.stream import run_pair
 
         request = ex.request  # narrowed above; a closure would not see that

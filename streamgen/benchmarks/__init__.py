@@ -12,6 +12,27 @@ of it), or ``module: data`` with the rows' fields and a scorer declared in the Y
 The vocabulary (:class:`Example`, :class:`Score`, :class:`Benchmark`) lives in the leaf
 :mod:`streamgen.benchmarks.base`; exclusions (paper §4) in :mod:`streamgen.exclusions`: one segment
 before decoding, an empty answer after it; both become rows with a reason. All are re-exported here.
+
+Modules:
+
+    base.py            Example, Score, BenchmarkDataError, the Benchmark protocol (a leaf the benchmark modules import)
+    __main__.py        python -m streamgen.benchmarks check BENCHMARK | stats | verify
+    sources.py         benchmark rows from the local data directory or a configured hub dataset
+    data_manifest.py   MANIFEST.tsv: every data file's source, licence, sha256; checked on read; data version
+    code_benchmark.py  shared shape of execution-scored benchmarks
+    text_benchmark.py  shared shape of F1- (or exact-match-) scored benchmarks
+    execution.py       test programs through the sandbox pool → Score verdicts
+    from_data.py       a benchmark from data alone (module: data; HumanEval): rows → examples, the chosen scorer
+    data_spec.py       a data benchmark's YAML keys (id, references, scorer, tests), checked into one ConfigError
+    lm_eval_task.py    lm_eval:TASK: an lm-evaluation-harness generate_until task (its prompt, filters, metrics) as a benchmark
+    lm_eval_checks.py  finding an lm-eval task and refusing hub data, code-executing and non-mean metrics before its data loads
+    mbpp.py            MBPP, full (974) or sanitized (427)
+    canitedit.py       CanItEdit: the program first, then the (descriptive or lazy) instruction
+    ds1000.py          DS-1000: data-science completions with the upstream test harness
+    coedit.py          CoEdIT (offline: the JFLEG stand-in), token F1
+    chat.py            multi-turn chat (MT-Bench turn 1 + reference as history, turn 2 streamed), token F1
+    check.py           reference answers through the real scorer
+    stats.py           segments per request and the single-segment share
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ CUBLAS_WORKSPACE = ":4096:8"  # what torch.use_deterministic_algorithms needs of
 def make_deterministic(device: str, env: dict[str, str] | None = None) -> bool:
     """On CUDA, deterministic algorithms (``torch.use_deterministic_algorithms``, cuDNN's deterministic
     mode, no benchmark autotuning) and ``CUBLAS_WORKSPACE_CONFIG`` (cuBLAS's reproducible workspace;
-    set before the first matmul creates its handle): shared work (``streamgen.shared``) is exact only if
+    set before the first matmul creates its handle): shared work (``streamgen.shared_example``) is exact only if
     a repeated computation gives the same result. Returns whether it set anything (nothing on CPU,
     whose kernels are deterministic at a fixed thread count). Both land on the numerics record."""
     if not str(device).startswith("cuda"):

@@ -2,7 +2,7 @@
 
 Grains (docs/design.md, 'Records'): ``PairRecord`` — one (cell, example); ``StepRecord`` — one segment arrival of
 the stream run; ``RunRecord`` — one grid run; ``ScoreRecord`` — one pairs row re-scored later
-(``analysis.rescore``); ``ProbeRecord`` — one verdict of the §6.5 probe (``workflows/probe.py``). Column names users' queries rely on are a public contract (docs/design.md, 'Records') (users' DuckDB
+(``analysis.rescore``); ``ProbeRecord`` — one verdict of the §6.5 probe (``workflows/verifier_probe.py``). Column names users' queries rely on are a public contract (docs/design.md, 'Records') (users' DuckDB
 queries and the nightly grid rely on them): add columns freely, never rename.
 
 Units are in the names: ``*_s`` seconds, ``*_forwards`` model calls, ``*_tokens`` tokens,
@@ -227,7 +227,7 @@ class ScoreRecord:
 @dataclass(frozen=True)
 class ProbeRecord:
     """Paper §6.5: one verifier's verdict on one draft offered under the complete request, under one
-    acceptance rule (``streamgen.diagnostics.probe``). One verify forward serves every rule of a (draft, verifier)."""
+    acceptance rule (``streamgen.diagnostics.probe_drafts``). One verify forward serves every rule of a (draft, verifier)."""
 
     probe_id: str  # one probe invocation: UTC start time + random hex
     model: str

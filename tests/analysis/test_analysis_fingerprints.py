@@ -111,7 +111,7 @@ def test_the_typing_table_keeps_fingerprints_apart(tmp_path: Path) -> None:
     3 examples at 16 tokens and 2 at 32 are two labelled rows per (rate, policy), never one row of 5."""
     import random
 
-    from analysis.timing import build_typing
+    from analysis.typing_table import build_typing
     from tests.support.analysis_fixtures import steps_for
 
     rows = [pair_record(run_id="run-1", example_id=f"e{i}", cell_fingerprint="fp16", cell_settings=_settings())
@@ -129,7 +129,7 @@ def test_latest_also_picks_the_rows_of_the_typing_and_population_tables(tmp_path
     """The report's --latest reaches the post-hoc tables too: a rerun with another budget (or limit) replaces
     the older setting there as well, instead of standing beside it."""
     from analysis.population import build_population
-    from analysis.timing import build_typing
+    from analysis.typing_table import build_typing
     from streamgen.config import TypingConfig
     from tests.analysis.test_timing_report import _steps
 

@@ -14,7 +14,7 @@ from matplotlib.image import imread
 
 from analysis.report import print_summary, write_report
 from analysis.tables import TABLES, build_tables, compare_tables
-from analysis.timing import build_typing
+from analysis.typing_table import build_typing
 from tests.support.analysis_fixtures import RecordSet, pair_record, write_record_set
 from tests.support.synthetic import SyntheticSpec, write_synthetic_results
 

@@ -1,4 +1,4 @@
-"""The array evaluation of the typing analysis (analysis.post_hoc, via analysis.timing.typing_examples)
+"""The array evaluation of the typing analysis (analysis.post_hoc, via analysis.typing_table.typing_examples)
 equals the per-example reference (tests/support/typing_reference.py: one policies.evaluate call per example, rate
 and policy) row for row, value for value, on generated step rows: several models (one with too little data
 for a cost model), replayed and live examples, pasted blocks, simultaneous arrivals and ties (times on a
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from analysis.post_hoc import StepColumns, post_hoc_lanes
-from analysis.timing import typing_examples
+from analysis.typing_table import typing_examples
 from streamgen.config import TypingConfig
 from streamgen.timing.policies import Policy
 from tests.support.typing_reference import typing_rows

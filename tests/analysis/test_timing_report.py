@@ -15,7 +15,7 @@ import pytest
 from analysis import simulate
 from analysis.report import write_report
 from analysis.simulate import Script, simulate_once
-from analysis.timing import build_typing
+from analysis.typing_table import build_typing
 from streamgen.config import TypingConfig
 from streamgen.results.records import StepRecord
 from streamgen.timing.policies import StepFacts

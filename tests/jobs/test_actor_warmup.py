@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from jobs.grid.plan import GridPlan, plan_grid
-from jobs.grid.shard_tasks import DecodedShard
-from jobs.grid.units import group_shards
 from jobs.run.actors import ModelActor
-from streamgen import shared, warmup
+from jobs.grid.plan import GridPlan, plan_grid
+from jobs.grid.units import group_shards
+from jobs.grid.shard_tasks import DecodedShard
+from streamgen import shared_example as shared
+from streamgen import warmup
 from streamgen.config import grid_config
 
 MODELS = ["scripted-ar-calibrated", "scripted-llada-calibrated"]

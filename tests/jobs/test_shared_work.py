@@ -1,4 +1,4 @@
-"""Shared work across acceptance cells (jobs/grid/units.py, streamgen/shared.py): one base run and one
+"""Shared work across acceptance cells (jobs/grid/units.py, streamgen/shared_example.py): one base run and one
 first stream step per example serve every (acceptance, τ) cell, and the rows are those of separate runs.
 
 Scripted ``calibrated`` models of all four families (streamgen/models/scripted.py: answer probabilities
@@ -105,7 +105,7 @@ def test_forwards_executed_match_the_design(runs: dict[bool, Run]) -> None:
 def test_each_cells_recorded_run_order_is_what_ran(plan: GridPlan, monkeypatch: pytest.MonkeyPatch) -> None:
     """Per example: the stream runs of the stream-first cells, the one base run, then the stream runs of
     the base-first cells; so each cell's pairs.run_order says truly whether its stream ran before the base."""
-    from streamgen import shared
+    from streamgen import shared_example as shared
 
     events: list[str] = []
     base_run, stream = shared.SharedExample._base_run, shared.SharedExample._stream
@@ -143,7 +143,7 @@ def test_each_cells_recorded_run_order_is_what_ran(plan: GridPlan, monkeypatch: 
 def test_a_pair_that_raises_keeps_the_model_calls_it_made(plan: GridPlan, monkeypatch: pytest.MonkeyPatch) -> None:
     """An example whose stream raises after running is an error row, and ``forwards_executed`` still holds
     the calls made before the raise: its base run if that ran first, plus every stream step it took."""
-    from streamgen import shared
+    from streamgen import shared_example as shared
 
     base_run, stream = shared.SharedExample._base_run, shared.SharedExample._stream
     ran: dict[str, list[int]] = {}
@@ -179,7 +179,7 @@ def test_a_model_call_outside_every_run_is_an_accounting_error(plan: GridPlan,
     """The pair's runs and the decoder's meter must agree on the calls made. A family that calls the model
     outside the spans its runs are counted from (here: one extra metered call after each base run) gets
     error rows that say so, whose ``forwards_executed`` holds every call the meter saw."""
-    from streamgen import shared
+    from streamgen import shared_example as shared
 
     base_run = shared.SharedExample._base_run
     counted: dict[str, int] = {}

@@ -21,9 +21,12 @@ COMMANDS = {  # command → a phrase of its own usage text
     ("-m", "analysis.simulate"): "usage:",
     ("-m", "analysis.view"): "usage:",
     ("-m", "analysis.rescore"): "analysis.rescore",
+    ("-m", "analysis.compact"): "analysis.compact",
+    ("-m", "analysis.probe_report"): "usage:",
     ("workflows/full_grid.py",): "full_grid.py",
     ("workflows/nightly.py",): "nightly",
     ("workflows/adapt.py",): "adapt",
+    ("workflows/verifier_probe.py",): "workflows/verifier_probe.py",
 }
 
 

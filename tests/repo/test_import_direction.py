@@ -213,7 +213,7 @@ def test_no_import_circle_even_type_only_or_inside_functions() -> None:
 @pytest.mark.parametrize("importer,imported", [
     ("jobs.grid.shard_tasks", "jobs.run.rows"),            # the old ShardTask.row_context
     ("streamgen.live", "streamgen.stream"),  # the old TYPE_CHECKING import of StreamRequest
-    ("analysis.timing", "analysis.simulate"),  # the old function-level import of Script
+    ("analysis.typing_table", "analysis.simulate"),  # the old function-level import of Script
 ])
 def test_each_old_circle_would_be_caught(importer: str, imported: str) -> None:
     graph = reader_graph()
@@ -294,3 +294,59 @@ def test_the_package_check_names_a_timing_module_that_reaches_a_model() -> None:
         "streamgen.models.registry and streamgen.models.checkpoints may",
         "streamgen.timing.policies imports streamgen.models.weights: streamgen.timing may use ['config', 'requests']",
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# workflows/ use analysis/ only through its face: the public entry points analysis/__init__.py names
+# (issue 53). Read from the source, so the face is not imported here either.
+# --------------------------------------------------------------------------------------------
+
+def face_names(root: Path = ROOT) -> set[str]:
+    """The names in analysis/__init__.py's ``__all__``."""
+    tree = ast.parse((root / "analysis" / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def reaches_past_the_face(path: Path, face: set[str]) -> list[str]:
+    """Each import in ``path`` of analysis as a module (``import analysis[.x]``, ``from analysis.x import``), or of
+    a name the face does not list."""
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            bad += [alias.name for alias in node.names if alias.name.split(".")[0] == "analysis"]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "analysis":
+            if node.module != "analysis" or node.level:
+                bad.append(f"{node.module} ({', '.join(a.name for a in node.names)})")
+            else:
+                bad += [f"analysis.{a.name}" for a in node.names if a.name not in face]
+    return bad
+
+
+def test_workflows_use_analysis_only_through_its_face() -> None:
+    face = face_names()
+    assert {"print_summary", "budget_line", "adaptation_summary", "regression_check", "write_probe_report"} <= face
+    bad = [f"{p.relative_to(ROOT)} imports {name}" for p in modules("workflows") for name in reaches_past_the_face(p, face)]
+    assert not bad, "workflows/ may import from analysis only the face's names (analysis/__init__.py):\n" + "\n".join(bad)
+
+
+def test_the_face_check_catches_a_module_import(tmp_path: Path) -> None:
+    script = tmp_path / "w.py"
+    script.write_text("import analysis\nfrom analysis import budget_line\ndef f():\n    from analysis.tables import x\n"
+                      "    from analysis import regression\n    import analysis.report\n")
+    assert sorted(reaches_past_the_face(script, {"budget_line"})) == [  # a bare `import analysis` reaches any module
+        "analysis", "analysis.regression", "analysis.report", "analysis.tables (x)"]
+
+
+def test_the_face_gives_each_name_from_the_module_it_names() -> None:
+    import importlib
+
+    import analysis
+
+    assert sorted(analysis.ENTRY_POINTS) == sorted(analysis.__all__) == sorted(face_names())
+    for name, module in analysis.ENTRY_POINTS.items():
+        assert getattr(analysis, name) is getattr(importlib.import_module(module), name), name
+    with pytest.raises(ImportError):
+        exec("from analysis import not_an_entry_point", {})

@@ -1,4 +1,4 @@
-"""Each distinct stream step computed once (streamgen/stream_tree.py, streamgen/shared.py): a τ sweep
+"""Each distinct stream step computed once (streamgen/stream_tree.py, streamgen/shared_example.py): a τ sweep
 (greedy and τ 0.3, 0.5, 0.7, 0.9; both verifier modes) on tiny and calibrated scripted models of every
 family records byte-identical rows with ``share_work`` on and off, and executes at most a third of the
 forwards it records.
@@ -49,7 +49,7 @@ class Sweep:
 
 
 def _sweep(share: bool, tmp: Any, monkeypatch: pytest.MonkeyPatch) -> Sweep:
-    from streamgen import shared
+    from streamgen import shared_example as shared
 
     plan = plan_grid(grid_config("scripted", [
         f"models=[{','.join(MODELS)}]", "acceptance=[greedy,threshold]", f"taus=[{','.join(map(str, TAUS))}]",

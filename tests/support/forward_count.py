@@ -32,7 +32,7 @@ def counting_calls(module: Any) -> Iterator[CallCount]:
 def predicted_forwards_executed(pairs: Sequence[dict[str, Any]], steps: Sequence[dict[str, Any]], *,
                                 share: bool) -> int:
     """The model calls a run's rows imply, by the rule of docs/accounting.md ("Shared work"), written
-    the simple way (a reference for ``streamgen.shared``, which computes it another way).
+    the simple way (a reference for ``streamgen.shared_example``, which computes it another way).
 
     Without sharing every cell pays its base run and all its steps. With sharing, per example of a unit
     (LLaDA/Dream: both verifier modes in one unit): the base run once; a step once per distinct path to

@@ -1,7 +1,7 @@
 """The per-example typing evaluation, kept deliberately simple as the reference for the array one.
 
 One call of :func:`streamgen.timing.policies.evaluate` per (example, rate, policy), on step rows as dicts,
-exactly as ``analysis/timing.py`` computed it before it went over arrays (:mod:`analysis.post_hoc`).
+exactly as ``analysis/typing_table.py`` computed it before it went over arrays (:mod:`analysis.post_hoc`).
 ``tests/analysis/test_post_hoc.py`` compares the two on generated step rows.
 """
 
@@ -11,7 +11,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from itertools import groupby
 
-from analysis.timing import _row, example_steps, live_row, step_facts
+from analysis.typing_table import _row, example_steps, live_row, step_facts
 from streamgen.config import TypingConfig
 from streamgen.timing.costmodel import CostModelError, LinearCost, fit_cost_model
 from streamgen.timing.policies import Policy, evaluate, policies_of

@@ -77,6 +77,26 @@ def test_one_forward_more_moves_exactly_that_cell_and_the_report_names_it(tmp_pa
     assert "| tiny-llama / mbpp / greedy | 1 |" in report and "| ok |" in report
 
 
+def test_the_nightlys_one_calls_equal_the_steps_they_stand_for(tmp_path: Path) -> None:
+    """analysis.regression_check / baseline_from_runs (what workflows/nightly.py calls through analysis' face)
+    give what summarise → compare → render_markdown and summarise → build_baseline give."""
+    from analysis import baseline_from_runs, regression_check
+
+    dirs = [_write(_rows(), tmp_path) for _ in range(2)]
+    baseline = baseline_from_runs(iter(dirs), grid_yaml="", code_version="t")
+    baseline_by_steps = regression.build_baseline([regression.summarise(d) for d in dirs], grid_yaml="", code_version="t")
+    assert {k: v for k, v in baseline.items() if k != "created_at"} == \
+        {k: v for k, v in baseline_by_steps.items() if k != "created_at"}
+    now = _rows()
+    now[0] = {**now[0], "residual_forwards": 21}
+    run = _write(now, tmp_path)
+    passed, report = regression_check(baseline, run, code_version="c")
+    cmp = regression.compare(baseline, regression.summarise(run))
+    assert (passed, report) == (cmp.passed, regression.render_markdown(cmp, baseline, results_dir=str(run),
+                                                                        code_version="c"))
+    assert not passed and "residual_forwards of HumanEval/0" in report
+
+
 def test_quality_tolerance_comes_from_the_spread_of_the_baseline_runs(tmp_path: Path) -> None:
     noisy = [{**r, "stream_quality": 0.9} if r["example_id"] == "mbpp/1" else r for r in _rows()]
     baseline = _baseline([_rows(), noisy], tmp_path)  # spread 0.1 on mbpp stream quality -> tolerance 0.3

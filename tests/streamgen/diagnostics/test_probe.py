@@ -1,4 +1,4 @@
-"""Paper §6.5's probe (streamgen/diagnostics/probe.py, analysis/probe.py, workflows/probe.py): designed verdicts on
+"""Paper §6.5's probe (streamgen/diagnostics/probe_drafts.py, analysis/probe_report.py, workflows/verifier_probe.py): designed verdicts on
 scripted and copying models, the table's statistics from the records, reused base answers, resume.
 
 Expected verdicts follow from the models' design: a scripted model predicts its scripted answer with
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from streamgen.config import ConfigError, model_config
-from streamgen.diagnostics.probe import (
+from streamgen.diagnostics.probe_drafts import (
     ProbeConfig,
     ProbeExample,
     drafts,
@@ -124,7 +124,7 @@ def _record(example: str, kind: str, accepted: int, tokens: int, p: float, tau: 
 
 def test_table_statistics_follow_from_the_records(tmp_path: Path) -> None:
     """median p = median over examples; accepted share = Σ accepted / Σ tokens; whole = share kept whole."""
-    from analysis.probe import probe_long, probe_wide, write_probe_report
+    from analysis.probe_report import probe_long, probe_wide, write_probe_report
 
     recs = [_record("e0", "own", 4, 4, 0.9, None), _record("e1", "own", 1, 6, 0.5, None),
             _record("e2", "own", 0, 2, 0.2, None), _record("e0", "own", 2, 4, 0.9, 0.5)]
@@ -183,7 +183,7 @@ def test_probe_cell_reuses_and_runs_no_base_forward(tmp_path: Path, monkeypatch)
 
 def test_workflow_keeps_files_on_disk_and_validates(tmp_path: Path, monkeypatch, capsys) -> None:
     sys_path_workflows()
-    import probe as workflow  # workflows/probe.py
+    import verifier_probe as workflow  # workflows/verifier_probe.py
 
     cfg = ProbeConfig(models=["scripted-ar-constant"], benchmarks=["coedit"], limit=2, taus=[],
                       max_new_tokens=16, results_dir=str(tmp_path))

@@ -32,7 +32,7 @@ if os.environ.get("STREAMGEN_TEST_PERTURB") == "slow-examples":
     # those of an unperturbed run (a sleep changes no token and no count).
     import time as _time
 
-    import streamgen.shared as _shared
+    import streamgen.shared_example as _shared
 
     _pair = _shared.SharedExample.pair
 

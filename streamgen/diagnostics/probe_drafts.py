@@ -13,7 +13,7 @@ Each verdict is kept under greedy and every τ (one forward serves them all) as 
 :class:`~streamgen.results.records.ProbeRecord`: median probability of the draft's tokens and the accepted
 leading run. Base answers are shared work: decoded once per (model, benchmark, example) — the own draft of
 one example is the unrelated draft of the previous one — or reused from a results directory's pairs
-(:func:`reused_answers`). ``analysis/probe.py`` turns the records into the report table.
+(:func:`reused_answers`). ``analysis/probe_report.py`` turns the records into the report table.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ DRAFT_KINDS = ("own", "unrelated", "random")
 
 @dataclass(frozen=True)
 class ProbeConfig:
-    """``workflows/probe.py``'s settings (``key=value`` on its command line; unknown keys are errors)."""
+    """``workflows/verifier_probe.py``'s settings (``key=value`` on its command line; unknown keys are errors)."""
 
     models: list[str] = field(default_factory=lambda: ["smollm2", "tiny-llada", "tiny-dream"])
     benchmarks: list[str] = field(default_factory=lambda: ["humaneval", "coedit"])

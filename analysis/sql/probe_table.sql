@@ -1,4 +1,4 @@
--- Paper §6.5's probe (streamgen/diagnostics/probe.py, workflows/probe.py): per (model, benchmark, verifier, draft
+-- Paper §6.5's probe (streamgen/diagnostics/probe_drafts.py, workflows/verifier_probe.py): per (model, benchmark, verifier, draft
 -- kind, acceptance rule), over the examples' verdicts. One row per record in `probe`; one verify
 -- forward gave the median probability of every rule of a (draft, verifier), so it is the same per rule.
 --   n_examples       examples scored (each example's draft once)

@@ -1,17 +1,17 @@
 """Paper §6.5's probe as a table: every verifier of each model scores, under the complete request, the
 model's own base answer, another example's (rotated: unrelated) and random tokens of the same length;
-median probability and accepted share under greedy and every τ (``streamgen/diagnostics/probe.py``).
+median probability and accepted share under greedy and every τ (``streamgen/diagnostics/probe_drafts.py``).
 
 Local (in this process; SmolLM2 + tiny LLaDA/Dream on HumanEval and CoEdIT, 40 examples each)::
 
-    python workflows/probe.py
-    python workflows/probe.py models=[tiny-llada,tiny-dream] limit=8 results_dir=/tmp/probe
-    python workflows/probe.py reuse=results/local        # the base answers of a grid run, not decoded again
-    python workflows/probe.py --dry-run                  # validate, print what is on disk and what would run
+    python workflows/verifier_probe.py
+    python workflows/verifier_probe.py models=[tiny-llada,tiny-dream] limit=8 results_dir=/tmp/probe
+    python workflows/verifier_probe.py reuse=results/local        # the base answers of a grid run, not decoded again
+    python workflows/verifier_probe.py --dry-run                  # validate, print what is on disk and what would run
 
-Arguments are ``key=value`` fields of ``streamgen.diagnostics.probe.ProbeConfig``. Each (model, benchmark) is one
+Arguments are ``key=value`` fields of ``streamgen.diagnostics.probe_drafts.ProbeConfig``. Each (model, benchmark) is one
 Parquet file under ``<results_dir>/probe/`` named by its settings; a rerun keeps the files it finds
-(shared work: delete one to redo it). The table: ``<results_dir>/probe.md`` (``python -m analysis.probe
+(shared work: delete one to redo it). The table: ``<results_dir>/probe.md`` (``python -m analysis.probe_report
 DIR`` rebuilds it). On a GPU: ``device=cuda``. No cluster mode: a probe is a base run and three verify
 forwards per example and verifier.
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's packages first
 
 from streamgen.config import ConfigError, load, model_config, raise_if_problems  # noqa: E402
-from streamgen.diagnostics.probe import ProbeConfig, probe_cell, validate_probe  # noqa: E402
+from streamgen.diagnostics.probe_drafts import ProbeConfig, probe_cell, validate_probe  # noqa: E402
 
 log = logging.getLogger("probe")
 
@@ -100,7 +100,7 @@ def main(argv: Sequence[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__)
         return 0
-    from analysis.probe import write_probe_report
+    from analysis import write_probe_report
 
     try:
         cfg = load(ProbeConfig, overrides=[a for a in argv if a != "--dry-run"])

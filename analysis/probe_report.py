@@ -1,11 +1,11 @@
-"""The §6.5 probe's table: ``RESULTS_DIR/probe/*.parquet`` (``workflows/probe.py``) → one markdown table.
+"""The §6.5 probe's table: ``RESULTS_DIR/probe/*.parquet`` (``workflows/verifier_probe.py``) → one markdown table.
 
-    python -m analysis.probe results/probe     # writes results/probe/probe.md and probe.csv, prints the table
+    python -m analysis.probe_report results/probe     # writes results/probe/probe.md and probe.csv, prints the table
 
 One row per (model, benchmark, verifier, draft kind); per acceptance rule (greedy, then each τ) the
 share of draft tokens accepted and the share of drafts accepted whole, beside the median probability
 (one verify forward per draft and verifier, so it does not depend on the rule). SQL:
-``analysis/sql/probe.sql``; definitions in docs/analysis.md.
+``analysis/sql/probe_table.sql``; definitions in docs/analysis.md.
 """
 
 from __future__ import annotations
@@ -36,16 +36,16 @@ class ProbeResultsNotFoundError(FileNotFoundError):
 
 
 def probe_long(results_dir: str | Path) -> pa.Table:
-    """``analysis/sql/probe.sql`` over the directory's probe files: one row per key and rule."""
+    """``analysis/sql/probe_table.sql`` over the directory's probe files: one row per key and rule."""
     files = sorted(Path(results_dir, "probe").glob("*.parquet"))
     if not files:
-        raise ProbeResultsNotFoundError(f"{results_dir}: no probe/*.parquet: run python workflows/probe.py "
+        raise ProbeResultsNotFoundError(f"{results_dir}: no probe/*.parquet: run python workflows/verifier_probe.py "
                                         f"results_dir={results_dir} first")
     con = duckdb.connect(":memory:")
     names = ", ".join(PROBE_SCHEMA.names)
     listed = "[" + ", ".join("'" + literal_glob(f).replace("'", "''") + "'" for f in files) + "]"
     con.execute(f"CREATE TEMP VIEW probe AS SELECT {names} FROM read_parquet({listed}, union_by_name = true)")
-    return con.sql(sql_text("probe")).to_arrow_table()
+    return con.sql(sql_text("probe_table")).to_arrow_table()
 
 
 def rule_label(acceptance: str, tau: float | None) -> str:
