@@ -8,7 +8,7 @@ Decodes the grid's code-benchmark shards in-process (one actor per model, shared
 scores each work unit with ``jobs.run.rows.score_unit`` while counting the programs handed to the sandbox,
 and prints, per model: examples, cells per example, sandbox runs before (both answers of every pair row
 that yield a program — what scoring each pair on its own ran) and now, and runs per example. The rows
-are unchanged (tests/jobs/test_score_once.py); this prints the count.
+are unchanged (tests/jobs/run/test_score_once.py); this prints the count.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 # beside them (two busy processes, one per core), and print each run's failures (docs/testing.md).
 #
 #   bash scripts/flaky_check.sh 5                           # every such file, 5 runs
-#   bash scripts/flaky_check.sh 5 tests/jobs/test_spool.py  # only these files
+#   bash scripts/flaky_check.sh 5 tests/jobs/run/test_spool.py  # only these files
 #   BUSY=0 bash scripts/flaky_check.sh 3                     # no busy processes: another job is the load
 #
 # Needs the Slurm cluster for the Slurm files (bash .ci/slurm.sh start; they skip without it).
@@ -14,14 +14,14 @@ runs=${1:-5}
 shift || true
 files=("$@")
 if [ ${#files[@]} -eq 0 ]; then
-  files=(tests/jobs/test_scheduler.py tests/jobs/test_spool.py tests/jobs/test_stop_signals.py
-         tests/jobs/test_preemption.py tests/workflows/test_grid_bad_day.py tests/jobs/test_grid_e2e.py
+  files=(tests/jobs/run/test_scheduler.py tests/jobs/run/test_spool.py tests/jobs/run/test_stop_signals.py
+         tests/jobs/cluster/test_preemption_relay.py tests/workflows/test_grid_bad_day.py tests/jobs/run/test_grid_e2e.py
          tests/workflows/test_full_grid_cli.py tests/streamgen/test_live.py
-         tests/streamgen/results/test_results_dir.py tests/jobs/test_actor_placement.py
+         tests/streamgen/results/test_results_dir.py tests/jobs/run/test_actor_placement.py
          tests/workflows/test_adapt_workflow.py tests/streamgen/demo/test_demo_server.py
          tests/streamgen/demo/test_demo_guard.py tests/streamgen/demo/test_demo_browser.py
-         tests/jobs/test_slurm_cluster.py tests/jobs/test_slurm_rehearsal.py
-         tests/jobs/test_slurm_inventory.py)
+         tests/jobs/cluster/test_slurm_cluster.py tests/jobs/cluster/test_slurm_rehearsal.py
+         tests/jobs/cluster/test_slurm_partition.py)
 fi
 mkdir -p results/flaky
 busy=()

@@ -3,7 +3,7 @@
 Adding a kind: one module in ``jobs/cluster/`` with a class that has :class:`~jobs.cluster.kind_protocol.ClusterKind`'s
 members, one line in :data:`KINDS`, one YAML in ``configs/cluster/`` and one README line. ``streamgen.config.EXECUTORS``
 repeats the names because ``streamgen/`` cannot import ``jobs/`` (docs/design.md, "Layers");
-tests/test_cluster_kinds.py keeps the two and the YAMLs' executors equal.
+tests/jobs/cluster/test_kinds.py keeps the two and the YAMLs' executors equal.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ HEADROOM_PER_ACTOR_GIB = 2.0  # per model actor: Python, torch, the CUDA context
 UNIT_TIME_FRACTION = 0.5  # a unit's estimate must stay within this share of its limits
 GPU_SOURCES = ("hub",)  # real checkpoints of the study's size; local folders are adapted small models
 SMALL_SOURCES = ("tiny", "scripted")
-SMALL_MODEL_BYTES = 16 * 2**20  # tiny and scripted models are smaller (tests/jobs/test_resources.py measures them)
+SMALL_MODEL_BYTES = 16 * 2**20  # tiny and scripted models are smaller (tests/jobs/grid/test_allocation_fit.py measures them)
 
 
 @dataclass(frozen=True)

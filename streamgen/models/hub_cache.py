@@ -4,7 +4,7 @@
 ``HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``, else
 ``~/.cache/huggingface/hub``; ``~`` and ``$VAR`` expanded as it expands them). Those constants are frozen
 when huggingface_hub is first imported, so the rule is applied here to the environment of each call
-(a dry run, a test or a job's head node sets it later); ``tests/jobs/test_checkpoint_damage.py`` holds the two
+(a dry run, a test or a job's head node sets it later); ``tests/jobs/grid/test_checkpoint_damage.py`` holds the two
 equal in fresh processes, so a change in huggingface_hub's rule shows up as a failing test.
 
 :func:`find_snapshot` resolves a revision through ``refs/<rev>`` to ``snapshots/<commit>/`` without the

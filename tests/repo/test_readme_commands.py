@@ -64,7 +64,7 @@ def test_readme_command_passes_dry_run(command: str, tmp_path: Path, monkeypatch
     problems = [line for line in err.splitlines() if line.startswith("  - ")]
     if code == 2 and problems and all(_needs_a_download(line) for line in problems):
         # the study's hub checkpoints are not cached here: the pre-flight must say so, one line each
-        # (tests/jobs/test_snapshot_resume.py runs the same grid on scaled-down copies of them)
+        # (tests/jobs/grid/test_snapshot_resume.py runs the same grid on scaled-down copies of them)
         pytest.skip(f"{command}: the hub checkpoints are not in this machine's cache ({len(problems)} lines)")
     assert code == 0, err
     assert "dry run of grid" in out and "cells" in out and "already complete" in out

@@ -27,7 +27,7 @@ from streamgen.results.results_dir import (
     describe_os_error,
     hold,
 )
-from tests.jobs.test_writer import _pair, _shard, _step
+from tests.jobs.run.test_writer import _pair, _shard, _step
 from tests.support.fs_support import SmallDisk, small_disk
 
 HOLDER = """

@@ -25,7 +25,7 @@ from streamgen.stream import PairOutcome
 from streamgen.timing.corrections import state_at, typed_states, typos, with_corrections
 from streamgen.timing.timeline import TypingModel
 from streamgen.timing.timeline import paragraph_ends as text_paragraph_ends
-from tests.jobs.test_shards import BENCHES, IDS, MODELS, _grid
+from tests.jobs.grid.test_shards import BENCHES, IDS, MODELS, _grid
 from tests.support.row_support import row_context
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz" * 800  # 20,800 typable characters, no whitespace

@@ -25,8 +25,8 @@ from jobs.grid.checkpoint_preflight import grid_models
 from jobs.grid.plan import plan_grid
 from jobs.run.actors import GPU_ACTOR_CPUS
 from streamgen.config import ConfigError, cluster_config, grid_config
-from tests.jobs.test_slurm_cluster import _final_states, _job_ids, _runs, _sinfo_nodes, _wait
-from tests.jobs.test_slurm_cluster import (
+from tests.jobs.cluster.test_slurm_cluster import _final_states, _job_ids, _runs, _sinfo_nodes, _wait
+from tests.jobs.cluster.test_slurm_cluster import (
     pytestmark as pytestmark,  # the same marks and skip: no Slurm controller
 )
 from tests.support.analysis_fixtures import read_pairs

@@ -1,7 +1,7 @@
 """The model actor's untimed warm-up pair (jobs/run/actors.py, streamgen/warmup.py): once per actor, before its
 first timed pair, on no row and in no forward count; a grid option that enters no shard id or fingerprint.
 
-Scripted models (autoregressive and LLaDA-style), the actor in-process (no Ray), as tests/jobs/test_shared_work.py.
+Scripted models (autoregressive and LLaDA-style), the actor in-process (no Ray), as tests/jobs/run/test_shared_work.py.
 """
 
 from __future__ import annotations

@@ -92,6 +92,6 @@ def test_only_the_slurm_kind_reads_slurms_variables(monkeypatch: pytest.MonkeyPa
     assert KINDS["debug"].task_env(1) == TaskEnv(1, 1, None, "0")
     monkeypatch.delenv("SLURM_GPUS_ON_NODE")
     assert KINDS["slurm"].task_env(1).gpus == 1  # no GRES count: the visible devices
-    root = Path(__file__).resolve().parents[1] / "jobs"
+    root = Path(__file__).resolve().parents[3] / "jobs"
     readers = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if '"SLURM' in p.read_text())
     assert readers == ["cluster/slurm.py"]

@@ -1,7 +1,7 @@
 """jobs/cluster/executors.py: the one dispatch (local here, debug/slurm as a submitted job), no cluster needed.
 
-The grid's and the adaptation's real jobs through it: tests/jobs/test_slurm_inventory.py (debug),
-tests/workflows/test_adapt_workflow.py (debug), tests/jobs/test_slurm_cluster.py (the real Slurm).
+The grid's and the adaptation's real jobs through it: tests/jobs/cluster/test_slurm_partition.py (debug),
+tests/workflows/test_adapt_workflow.py (debug), tests/jobs/cluster/test_slurm_cluster.py (the real Slurm).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from jobs.cluster import executors
 from streamgen.config import cluster_config
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _refuse() -> int:

@@ -29,7 +29,7 @@ from tests.support.checkpoint_cache import (
     write_snapshot,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SHARD1 = "model-00001-of-00005.safetensors"  # Qwen3-8B's fixture: 5 shards
 SHARD2 = "model-00002-of-00005.safetensors"
 QWEN_FETCH = "download it again: hf download Qwen/Qwen3-8B"
@@ -291,7 +291,7 @@ def test_an_instruct_model_without_a_chat_template_is_refused(cache: Path) -> No
 @pytest.mark.parametrize("model", STUDY_MODELS)
 def test_healthy_checkpoints_with_every_optional_file_pass(cache: Path, model: str) -> None:
     """The controls: each study checkpoint, with a generation_config.json and a tokenizer.json of the right
-    shape beside the fixture's files, passes every check (tests/jobs/test_preflight.py: without them)."""
+    shape beside the fixture's files, passes every check (tests/jobs/grid/test_checkpoint_preflight.py: without them)."""
     folder = write_snapshot(cache, model)
     eos = fixture(model)["tokenizer"]["eos_token"]
     eos_text = eos["content"] if isinstance(eos, dict) else eos

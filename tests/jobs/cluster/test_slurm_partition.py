@@ -1,6 +1,6 @@
 """Fast checks of the Slurm request building and the refusal logic (no cluster needed).
 
-The same refusal runs against the real local cluster in tests/jobs/test_slurm_cluster.py.
+The same refusal runs against the real local cluster in tests/jobs/cluster/test_slurm_cluster.py.
 """
 
 from __future__ import annotations
