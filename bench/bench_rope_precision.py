@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from streamgen.config import ModelConfig, model_config  # noqa: E402
-from streamgen.decoding.bidir_models import (  # noqa: E402
+from streamgen.families.bidirectional.model import (  # noqa: E402
     BidirLM,
     BidirSpec,
     load_bidir_checkpoint,

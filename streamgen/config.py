@@ -32,7 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
 Family = typing.Literal["autoregressive", "refusion", "bidirectional", "diffusion_gemma"]
-"""A model family's name: each has a decoder module with its ``FAMILY`` plug-in (streamgen/models/registry.py)
+"""A model family's name: each has a decoder module with its ``FAMILY`` plug-in (streamgen/families/registry.py)
 and a forward rule (streamgen/sizing/forward_counts.py); tests/test_models.py checks the three agree."""
 FAMILIES: tuple[Family, ...] = typing.get_args(Family)
 VERIFIER_MODE_FAMILIES = ("bidirectional", "diffusion_gemma")  # families the grid sweeps verifier_modes for

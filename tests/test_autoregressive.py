@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.config import ConfigError
 from streamgen.decoding.acceptance import accepted_length
-from streamgen.decoding.autoregressive import (
+from streamgen.decoding.base import common_prefix_length
+from streamgen.families.autoregressive.decoder import (
     AutoregressiveDecoder,
     CacheRollbackError,
     KVState,
@@ -21,7 +22,6 @@ from streamgen.decoding.autoregressive import (
     rollback,
     verification_from_logits,
 )
-from streamgen.decoding.base import common_prefix_length
 from streamgen.models.tokenizers import tiny_tokenizer
 from streamgen.models.weights import tiny_model
 
@@ -187,7 +187,7 @@ def test_threshold_above_one_half_accepts_only_argmax_tokens(tau: float, swap: i
 @functools.cache
 def _scripted_calibrated() -> AutoregressiveDecoder:
     from streamgen.config import model_config
-    from streamgen.models.registry import load_decoder
+    from streamgen.families.registry import load_decoder
 
     return load_decoder(model_config("scripted-ar-calibrated"), max_new_tokens=12)
 
@@ -321,7 +321,7 @@ def test_request_longer_than_the_context_names_the_fix(decoders) -> None:
 def test_same_answers_and_counts_on_cuda(name: str) -> None:
     """On a GPU (fp32): the autoregressive family gives the CPU's tokens and forward counts, base and stream."""
     from streamgen.config import model_config
-    from streamgen.models.registry import load_decoder
+    from streamgen.families.registry import load_decoder
     from streamgen.stream import StreamRequest, run_pair
 
     req = StreamRequest("g", (), ("Write a function that adds two numbers. ", "It should handle floats."))

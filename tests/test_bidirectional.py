@@ -10,7 +10,7 @@ import torch
 from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.config import ConfigError, model_config
 from streamgen.decoding.base import Decoder
-from streamgen.decoding.bidirectional import (
+from streamgen.families.bidirectional.decoder import (
     BidirectionalDecoder,
     BidirSettings,
     Buffer,
@@ -18,8 +18,8 @@ from streamgen.decoding.bidirectional import (
     full_attention_logits,
     probe_unrelated,
 )
-from streamgen.decoding.refusion import ReFusionDecoder, ReFusionSettings
-from streamgen.models.registry import load_decoder
+from streamgen.families.refusion.decoder import ReFusionDecoder, ReFusionSettings
+from streamgen.families.registry import load_decoder
 from streamgen.models.tokenizers import tiny_tokenizer
 from streamgen.models.weights import tiny_model
 
@@ -239,7 +239,7 @@ def test_run_pair_works_unchanged(name):
 def test_paper_6_5_visible_verifier_accepts_an_unrelated_draft_hidden_does_not():
     """With a model that reads its own token (as trained LLaDA/Dream do), the visible verifier confirms a
     draft answering a different request (median ≈ 1, everything accepted); hiding the draft removes that."""
-    from streamgen.decoding.bidir_models import copying_bidir_model
+    from streamgen.families.bidirectional.model import copying_bidir_model
 
     tok = tiny_tokenizer()
     model = copying_bidir_model(len(tok), mask_token_id=511, eos_token_id=tok.eos_token_id)

@@ -1,4 +1,4 @@
-"""streamgen/decoding/cell_checks.py: the families' cell checks without torch. The table names the very
+"""streamgen/families/cell_checks.py: the families' cell checks without torch. The table names the very
 functions the decoder modules' FAMILY plug-ins use, and the study's dry run (plan, checks, estimate, the
 complete-shard search) runs in a process that never imports torch (~1.5 s of every dry run)."""
 
@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from streamgen.decoding.cell_checks import CELL_CHECKS
-from streamgen.models.registry import FAMILIES
+from streamgen.families.cell_checks import CELL_CHECKS
+from streamgen.families.registry import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from streamgen.decoding.bidir_models import CheckpointError, load_bidir_checkpoint, tiny_spec
+from streamgen.families.bidirectional.model import CheckpointError, load_bidir_checkpoint, tiny_spec
 from streamgen.models import checkpoint_io
 from tests.test_bidir_models import VOCAB, _llada_checkpoint, _reference_logits
 from tests.test_gemma3_text import ReadRecorder

@@ -9,10 +9,10 @@ import torch
 from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.config import ConfigError, model_config
 from streamgen.decoding.base import Decoder
-from streamgen.decoding.bidirectional import probe_unrelated
-from streamgen.decoding.canvas import block_rows
-from streamgen.decoding.diffusion_gemma import DiffusionGemmaDecoder, dg_settings_from
-from streamgen.models.registry import load_decoder
+from streamgen.families.bidirectional.decoder import probe_unrelated
+from streamgen.families.diffusion_gemma.canvas import block_rows
+from streamgen.families.diffusion_gemma.decoder import DiffusionGemmaDecoder, dg_settings_from
+from streamgen.families.registry import load_decoder
 
 A = [{"role": "user", "content": "Write a function that adds two numbers. Then test it on a few inputs."}]
 B = [{"role": "user", "content": "Can you explain how a hash table works? Make it short."}]

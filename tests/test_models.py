@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from streamgen.config import FAMILIES, ConfigError, ModelConfig, model_config
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.base import Decoder, Family
-from streamgen.models import registry as models
+from streamgen.families import registry as models
+from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
 from streamgen.models import weights
 from streamgen.models.tokenizers import tiny_tokenizer
 

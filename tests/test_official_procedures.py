@@ -14,16 +14,21 @@ from dataclasses import fields
 import pytest
 
 from streamgen.config import ConfigError, model_config
-from streamgen.decoding.bidir_sampler import (
+from streamgen.families.bidirectional.sampler import (
     DEVIATIONS,
     BidirSettings,
     dream_transfer_count,
     geometry,
     llada_transfer_counts,
 )
-from streamgen.decoding.refusion import DEVIATIONS as REFUSION_DEVIATIONS
-from streamgen.decoding.refusion import ReFusionSettings, SlotGeometry, refusion_eos_ids, slot_geometry
-from streamgen.models.registry import FAMILIES, load_decoder
+from streamgen.families.refusion.decoder import DEVIATIONS as REFUSION_DEVIATIONS
+from streamgen.families.refusion.decoder import (
+    ReFusionSettings,
+    SlotGeometry,
+    refusion_eos_ids,
+    slot_geometry,
+)
+from streamgen.families.registry import FAMILIES, load_decoder
 from tests.official_samplers import dream_generate, llada_generate, refusion_generate
 
 ADDS = [{"role": "user", "content": "Write a function that adds two numbers."}]
@@ -331,7 +336,7 @@ def test_a_buffer_the_official_sampler_refuses_is_a_problem_before_the_grid_star
 @pytest.mark.parametrize("name", ["tiny-llada", "tiny-refusion"])
 def test_the_context_check_counts_the_official_buffer_not_the_budget(name):
     """gen_length (32) is not capped at the budget (8), so the request must fit with 32 answer positions."""
-    from streamgen.decoding.autoregressive import RequestTooLongError
+    from streamgen.families.autoregressive.decoder import RequestTooLongError
 
     d = _decoder(name, max_new_tokens=8)
     d.text.max_context = len(d.text.render(ADDS)) + 16  # room for the budget, not for the buffer

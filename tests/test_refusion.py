@@ -10,9 +10,9 @@ import torch
 from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.config import ConfigError, model_config
 from streamgen.decoding.base import Decoder
-from streamgen.decoding.refusion import ReFusionDecoder, ReFusionSettings, settings_from
-from streamgen.decoding.slots import KV, SlotState
-from streamgen.models.registry import load_decoder
+from streamgen.families.refusion.decoder import ReFusionDecoder, ReFusionSettings, settings_from
+from streamgen.families.refusion.slots import KV, SlotState
+from streamgen.families.registry import load_decoder
 from streamgen.models.tokenizers import tiny_tokenizer
 from streamgen.models.weights import tiny_model
 

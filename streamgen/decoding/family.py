@@ -1,6 +1,6 @@
 """What a model family plugs in: how to load its weights and how to wrap them in its decoder.
 
-Each decoder module declares one :class:`FamilyPlugin` named ``FAMILY``; :mod:`streamgen.models.registry` lists
+Each decoder module declares one :class:`FamilyPlugin` named ``FAMILY``; :mod:`streamgen.families.registry` lists
 them explicitly (no names looked up at run time). Loading comes from :mod:`streamgen.models.weights`, a leaf
 the decoder modules may import, so no decoder module imports the registry (tests/test_import_direction.py).
 """

@@ -124,21 +124,21 @@ def diffusion_gemma(canvas: int, steps: int, s_min: int, d: Decode) -> tuple[For
 
 
 def _bidir_geometry(cfg: ModelConfig, benchmark: str, budget: int) -> Any:
-    from streamgen.decoding.bidir_settings import bidir_settings_from, geometry, with_benchmark
+    from streamgen.families.bidirectional.settings import bidir_settings_from, geometry, with_benchmark
 
     return geometry(with_benchmark(bidir_settings_from(dict(cfg.decoding)), benchmark), budget)
 
 
 def _refusion_shape(cfg: ModelConfig, benchmark: str, budget: int) -> tuple[Any, int]:
     """ReFusion's (slot geometry, slot size) for ``benchmark`` at ``budget``."""
-    from streamgen.decoding.refusion_settings import settings_from, slot_geometry, with_benchmark
+    from streamgen.families.refusion.settings import settings_from, slot_geometry, with_benchmark
 
     s = with_benchmark(settings_from(dict(cfg.decoding)), benchmark)
     return slot_geometry(s, budget), s.slot_size
 
 
 def _bidirectional_rule(cfg: ModelConfig, benchmark: str, budget: int) -> Rule:
-    from streamgen.decoding.bidir_settings import bidir_settings_from
+    from streamgen.families.bidirectional.settings import bidir_settings_from
 
     geo, s = _bidir_geometry(cfg, benchmark, budget), bidir_settings_from(dict(cfg.decoding))
     return lambda d: bidirectional(geo, d, full_block_refill=s.full_block_refill, refill_after_eos=s.refill_after_eos)
@@ -151,7 +151,7 @@ def _refusion_rule(cfg: ModelConfig, benchmark: str, budget: int) -> Rule:
 
 def dg_shape(cfg: ModelConfig) -> tuple[int, int, int]:
     """DiffusionGemma's (canvas length, max denoising steps, s_min) for ``cfg`` (docs/diffusion.md)."""
-    from streamgen.decoding.diffusion_gemma import TINY_CANVAS, dg_settings_from
+    from streamgen.families.diffusion_gemma.decoder import TINY_CANVAS, dg_settings_from
     from streamgen.models.scripted import SCRIPTED_CANVAS
 
     s = dg_settings_from(dict(cfg.decoding))

@@ -30,11 +30,11 @@ import torch
 from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import ConfigError, ModelConfig
 from streamgen.decoding.acceptance import Verification, accepted_length, draft_is_complete
-from streamgen.decoding.autoregressive import AutoregressiveDecoder, require_chat_template
 from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.over_text import OverText
+from streamgen.families.autoregressive.decoder import AutoregressiveDecoder, require_chat_template
 from streamgen.models.hub_cache import local_folder
 from streamgen.models.rope import cast_keeping_rope_float32
 from streamgen.models.weights import (
@@ -177,7 +177,7 @@ class DiffusionGemmaDecoder(OverText):
 
     def denoise_block(self, cache: Any, context: list[int], pinned: Sequence[int]) -> list[int]:
         """Denoise the canvas after ``context`` (the ids ``cache`` covers); ``pinned`` leading tokens stay."""
-        from streamgen.decoding.canvas import DenoiseLoop
+        from streamgen.families.diffusion_gemma.canvas import DenoiseLoop
 
         return DenoiseLoop(self, cache, context, pinned).run()
 
@@ -185,7 +185,7 @@ class DiffusionGemmaDecoder(OverText):
         """The canvas that emits a kept-whole draft: the draft's last block denoised, the draft pinned, for
         the fewest steps a canvas takes; what it samples falls after the EOS or the budget, so nothing is
         committed (the draft is the answer). Its ``min_denoise_steps`` calls make the floor."""
-        from streamgen.decoding.canvas import DenoiseLoop
+        from streamgen.families.diffusion_gemma.canvas import DenoiseLoop
 
         whole = (len(draft) - 1) // self.canvas * self.canvas
         cache = self.replay(cache, len(prompt) + whole)
@@ -229,7 +229,7 @@ class DiffusionGemmaDecoder(OverText):
 
     def seeded(self) -> Any:
         """A forked torch RNG seeded with ``decoding.seed`` (the caller's RNG is left untouched)."""
-        from streamgen.decoding.canvas import seeded_rng
+        from streamgen.families.diffusion_gemma.canvas import seeded_rng
 
         return seeded_rng(self.settings.seed, self.device)
 
@@ -253,7 +253,7 @@ class DiffusionGemmaDecoder(OverText):
         """Verify ``draft`` (non-empty, its EOS included): 1 encoder call + 1 decoder call over all its blocks."""
         from transformers import DynamicCache
 
-        from streamgen.decoding.canvas import block_rows
+        from streamgen.families.diffusion_gemma.canvas import block_rows
 
         mode = mode or self.verifier_mode
         if mode not in VERIFIER_MODES:
@@ -315,7 +315,7 @@ class DiffusionGemmaSession:
 
 
 # --------------------------------------------------------------------------------------------
-# The family: its weight loader and decoder (streamgen.models.registry lists FAMILY)
+# The family: its weight loader and decoder (streamgen.families.registry lists FAMILY)
 # --------------------------------------------------------------------------------------------
 
 

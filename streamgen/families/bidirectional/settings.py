@@ -1,6 +1,6 @@
 """LLaDA / Dream decode settings and buffer geometry (the official samplers' knobs, docs/diffusion.md),
 and the family's cell check: importable without torch, so a dry run plans and estimates without it
-(the sampler itself: :mod:`streamgen.decoding.bidir_sampler`, which re-exports these names)."""
+(the sampler itself: :mod:`streamgen.families.bidirectional.sampler`, which re-exports these names)."""
 
 from __future__ import annotations
 

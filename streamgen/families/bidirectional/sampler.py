@@ -36,7 +36,8 @@ from collections.abc import Sequence
 
 import torch
 
-from streamgen.decoding.bidir_settings import (  # noqa: F401 (re-exported: the sampler's settings)
+from streamgen.decoding.host import to_host
+from streamgen.families.bidirectional.settings import (  # noqa: F401 (re-exported: the sampler's settings)
     DEVIATIONS,
     DREAM_TOP_K,
     REMASKING,
@@ -51,7 +52,6 @@ from streamgen.decoding.bidir_settings import (  # noqa: F401 (re-exported: the 
     settings_problems,
     with_benchmark,
 )
-from streamgen.decoding.host import to_host
 
 
 def dream_transfer_count(masked: int, step: int, steps: int, eps: float) -> int:

@@ -34,14 +34,14 @@ import torch
 
 from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import ConfigError, ModelConfig
-from streamgen.decoding import autoregressive
 from streamgen.decoding.acceptance import Verification, accepted_length, draft_is_complete
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.base import Family, Generation, StepResult, common_prefix_length
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.over_text import OverText
-from streamgen.decoding.refusion_settings import (  # noqa: F401 (re-exported: the decoder's settings)
+from streamgen.families.autoregressive import decoder as autoregressive
+from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
+from streamgen.families.refusion.settings import (  # noqa: F401 (re-exported: the decoder's settings)
     DEVIATIONS,
     REFERENCE_DEFAULTS,
     ReFusionSettings,
@@ -51,7 +51,7 @@ from streamgen.decoding.refusion_settings import (  # noqa: F401 (re-exported: t
     slot_geometry,
     with_benchmark,
 )
-from streamgen.decoding.slots import KV, SlotEngine, SlotState, StopAt
+from streamgen.families.refusion.slots import KV, SlotEngine, SlotState, StopAt
 from streamgen.requests.chat import Message
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """ReFusion's decode settings and slot geometry (the official ``generate_refusion`` knobs, docs/diffusion.md),
 and the family's cell check: importable without torch, so a dry run plans and estimates without it
-(the decoder itself: :mod:`streamgen.decoding.refusion`, which re-exports these names)."""
+(the decoder itself: :mod:`streamgen.families.refusion.decoder`, which re-exports these names)."""
 
 from __future__ import annotations
 

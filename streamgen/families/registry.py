@@ -12,9 +12,12 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from streamgen.config import ConfigError, ModelConfig, raise_if_problems, validate_model
-from streamgen.decoding import autoregressive, bidirectional, diffusion_gemma, refusion
 from streamgen.decoding.base import Decoder
 from streamgen.decoding.family import ModelFamily
+from streamgen.families.autoregressive import decoder as autoregressive
+from streamgen.families.bidirectional import decoder as bidirectional
+from streamgen.families.diffusion_gemma import decoder as diffusion_gemma
+from streamgen.families.refusion import decoder as refusion
 
 FAMILIES: Mapping[str, ModelFamily] = MappingProxyType({family.name: family for family in (
     autoregressive.FAMILY, refusion.FAMILY, bidirectional.FAMILY, diffusion_gemma.FAMILY)})

@@ -2,7 +2,7 @@
 
 The answer is a buffer of ``gen_length`` positions after the request. Each denoising step is ONE
 forward over request + the whole buffer (no KV cache: every position sees every other), and reveals
-some masked positions as the official samplers do (:mod:`streamgen.decoding.bidir_sampler`: the
+some masked positions as the official samplers do (:mod:`streamgen.families.bidirectional.sampler`: the
 geometry, the per-step counts, the argmax and confidence of each style, every knob):
 
 - ``llada``: logits at ``i`` predict token ``i``; ``low_confidence`` remasking on LLaDA's linear schedule.
@@ -36,12 +36,16 @@ import torch
 
 from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import ConfigError, ModelConfig
-from streamgen.decoding import autoregressive
 from streamgen.decoding.acceptance import Verification, accepted_length
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.base import Family, Generation, StepResult
-from streamgen.decoding.bidir_models import BIDIR_ARCHS, BidirLM
-from streamgen.decoding.bidir_sampler import (
+from streamgen.decoding.family import FamilyPlugin
+from streamgen.decoding.host import verification_from_probs
+from streamgen.decoding.memo import Decoded, DecodeMemo
+from streamgen.decoding.over_text import OverText
+from streamgen.families.autoregressive import decoder as autoregressive
+from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
+from streamgen.families.bidirectional.model import BIDIR_ARCHS, BidirLM
+from streamgen.families.bidirectional.sampler import (
     BidirSettings,
     bidir_settings_from,
     choose,
@@ -52,11 +56,7 @@ from streamgen.decoding.bidir_sampler import (
     refill_steps,
     with_benchmark,
 )
-from streamgen.decoding.bidir_settings import check
-from streamgen.decoding.family import FamilyPlugin
-from streamgen.decoding.host import verification_from_probs
-from streamgen.decoding.memo import Decoded, DecodeMemo
-from streamgen.decoding.over_text import OverText
+from streamgen.families.bidirectional.settings import check
 from streamgen.models.rope import cast_keeping_rope_float32
 from streamgen.models.weights import LoadedModel, ModelLoadError, load_model_and_tokenizer, torch_dtype
 from streamgen.requests.chat import Message
@@ -358,7 +358,7 @@ def _mask_id(model: Any, tokenizer: Any, configured: int | None) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# The family: its weight loader and decoder (streamgen.models.registry lists FAMILY)
+# The family: its weight loader and decoder (streamgen.families.registry lists FAMILY)
 # --------------------------------------------------------------------------------------------
 
 
@@ -371,7 +371,7 @@ def load_weights(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
     """Tiny llada/dream → in-project :class:`BidirLM`; a tiny llama/qwen3/gemma3 → a full-mask stand-in;
     a hub id or folder → the checkpoint mapped into :class:`BidirLM` (hub code only with
     ``trust_remote_code: true``)."""
-    from streamgen.decoding.bidir_models import (
+    from streamgen.families.bidirectional.model import (
         CheckpointError,
         load_bidir_checkpoint,
         load_checkpoint_tokenizer,

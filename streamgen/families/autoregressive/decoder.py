@@ -73,7 +73,7 @@ def rollback(cache: Any, keep_tokens: int) -> None:
         if window is not None and length >= window and not getattr(layer, "record_past", False):
             raise CacheRollbackError(
                 "a sliding-window cache layer past its window cannot be rolled back: build the cache "
-                "with streamgen.decoding.autoregressive.new_cache() (full layers) or call "
+                "with streamgen.families.autoregressive.decoder.new_cache() (full layers) or call "
                 "cache.activate_past_recording() before the forward"
             )
     cache.crop(-remove)
