@@ -97,7 +97,7 @@ class GridPlan:
 def cell_problems(grid: GridConfig, models: dict[str, ModelConfig], benches: dict[str, BenchmarkConfig]) -> list[str]:
     """What would stop a model decoding a (benchmark, answer budget) cell: its family's own check (e.g.
     a diffusion buffer the official sampler cannot cut into blocks of that length)."""
-    from streamgen.families.cell_checks import CELL_CHECKS  # the families' checks, without torch
+    from streamgen.families.registry import CELL_CHECKS  # the families' checks, without torch
 
     p: list[str] = []
     for cfg in models.values():

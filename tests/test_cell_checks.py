@@ -1,5 +1,5 @@
-"""streamgen/families/cell_checks.py: the families' cell checks without torch. The table names the very
-functions the decoder modules' FAMILY plug-ins use, and the study's dry run (plan, checks, estimate, the
+"""streamgen/families/registry.py's CELL_CHECKS: the families' cell checks without torch, from their descriptors. The
+table names the very functions the decoder modules' FAMILY plug-ins use, and the study's dry run (plan, checks, estimate, the
 complete-shard search) runs in a process that never imports torch (~1.5 s of every dry run)."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from streamgen.families.cell_checks import CELL_CHECKS
-from streamgen.families.registry import FAMILIES
+from streamgen.families.registry import CELL_CHECKS, FAMILIES
 
 ROOT = Path(__file__).resolve().parents[1]
 

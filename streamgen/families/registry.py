@@ -1,27 +1,50 @@
 """The model families, listed explicitly, and ``load_decoder``: a model config → its family's Decoder.
 
-Each family module declares ``FAMILY`` (:class:`streamgen.decoding.family.FamilyPlugin`: its weight
-loader and its decoder builder); :data:`FAMILIES` names them all here, so adding a family is one import
-and one entry, and a family name a config gives is checked against this list, never imported by name.
-Weight loading itself lives in :mod:`streamgen.models.weights`, a leaf the decoder modules import.
+Each family folder's face (``streamgen/families/<family>/__init__.py``) declares ``DESCRIPTOR``
+(:class:`streamgen.decoding.family.FamilyDescriptor`: its forward rule, its cell check, and where its decoder's
+``FAMILY`` plug-in is); :data:`DESCRIPTORS` names them all here, so adding a family is one import and one
+entry, and a family name a config gives is checked against this list, never imported by name. Importing this
+module loads no torch (the dry run and the estimate read :data:`FORWARD_RULES` and :data:`CELL_CHECKS`); a
+family's decoder module is imported when :data:`FAMILIES` is asked for its plug-in. Weight loading itself lives
+in :mod:`streamgen.models.weights`, a leaf the decoder modules import.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 
 from streamgen.config import ConfigError, ModelConfig, raise_if_problems, validate_model
 from streamgen.decoding.base import Decoder
-from streamgen.decoding.family import ModelFamily
-from streamgen.families.autoregressive import decoder as autoregressive
-from streamgen.families.bidirectional import decoder as bidirectional
-from streamgen.families.diffusion_gemma import decoder as diffusion_gemma
-from streamgen.families.refusion import decoder as refusion
+from streamgen.decoding.family import CheckCell, FamilyDescriptor, ModelFamily, RuleFor
+from streamgen.families import autoregressive, bidirectional, diffusion_gemma, refusion
 
-FAMILIES: Mapping[str, ModelFamily] = MappingProxyType({family.name: family for family in (
-    autoregressive.FAMILY, refusion.FAMILY, bidirectional.FAMILY, diffusion_gemma.FAMILY)})
-"""family name → its plug-in (the names are ``streamgen.config.FAMILIES``)."""
+DESCRIPTORS: Mapping[str, FamilyDescriptor] = MappingProxyType({family.name: family for family in (
+    autoregressive.DESCRIPTOR, refusion.DESCRIPTOR, bidirectional.DESCRIPTOR, diffusion_gemma.DESCRIPTOR)})
+"""family name → its descriptor (the names are ``streamgen.config.FAMILIES``)."""
+
+
+class _Plugins(Mapping[str, ModelFamily]):
+    """family name → its decoder module's plug-in, that module imported on first use."""
+
+    def __getitem__(self, name: str) -> ModelFamily:
+        return DESCRIPTORS[name].plugin()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(DESCRIPTORS)
+
+    def __len__(self) -> int:
+        return len(DESCRIPTORS)
+
+
+FAMILIES: Mapping[str, ModelFamily] = _Plugins()
+"""family name → its plug-in (weight loader, decoder builder, cell check)."""
+FORWARD_RULES: Mapping[str, RuleFor] = MappingProxyType({n: d.forward_rule for n, d in DESCRIPTORS.items()})
+"""family name → builder of its forward rule for one (model, benchmark, answer budget); no torch."""
+CELL_CHECKS: Mapping[str, CheckCell] = MappingProxyType(
+    {n: d.check for n, d in DESCRIPTORS.items() if d.check is not None})
+"""family name → its check ``(cfg, max_new_tokens, benchmark) → problems``; no torch. A family not listed
+checks nothing."""
 
 
 def model_family(name: str) -> ModelFamily:
@@ -37,4 +60,3 @@ def load_decoder(cfg: ModelConfig, *, device: str = "cpu", max_new_tokens: int =
     family = model_family(cfg.family)
     loaded = family.load(cfg, device)
     return family.build_decoder(cfg, loaded.model, loaded.tokenizer, device, max_new_tokens)
-
