@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streamgen.config import ConfigError, grid_config, validate_grid
-from streamgen.config_checks import duplicates
+from streamgen.config.checks import duplicates
 from workflows import full_grid
 
 CASES = [  # (overrides, fragments the one message must hold)

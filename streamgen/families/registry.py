@@ -20,8 +20,9 @@ from streamgen.decoding.family import CheckCell, FamilyDescriptor, ModelFamily, 
 from streamgen.families import autoregressive, bidirectional, diffusion_gemma, refusion
 
 DESCRIPTORS: Mapping[str, FamilyDescriptor] = MappingProxyType({family.name: family for family in (
-    autoregressive.DESCRIPTOR, refusion.DESCRIPTOR, bidirectional.DESCRIPTOR, diffusion_gemma.DESCRIPTOR)})
-"""family name → its descriptor (the names are ``streamgen.config.FAMILIES``)."""
+    autoregressive.DESCRIPTOR, bidirectional.DESCRIPTOR, diffusion_gemma.DESCRIPTOR, refusion.DESCRIPTOR)})
+"""family name → its descriptor, in the folders' order (the names are ``streamgen.config.FAMILIES``, read from the
+same folders; tests/test_models.py checks the two agree)."""
 
 
 class _Plugins(Mapping[str, ModelFamily]):
