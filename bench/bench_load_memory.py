@@ -14,7 +14,7 @@ both minus the process's RSS after its imports, so the numbers are the load's ow
 code, kept here verbatim: ``AutoModelForCausalLM.from_pretrained(path, dtype=...).to(device)`` for
 transformers folders, and ``load_file`` of every shard + ``load_state_dict(assign=True)`` +
 ``.to(device, dtype)`` for the in-project BidirLM. ``after`` is :func:`streamgen.models.weights.load_model_and_tokenizer`
-and :func:`streamgen.families.bidirectional.model.load_bidir_checkpoint` as they are now.
+and :func:`streamgen.families.bidirectional.checkpoint.load_bidir_checkpoint` as they are now.
 
 SmolLM2 is measured from its converted safetensors folder: the one-off GGUF conversion runs first, in this
 parent process, and is not measured. The bidirectional model is a random LLaDA-layout checkpoint (hidden
@@ -118,7 +118,7 @@ def new_transformers_load(folder: str, dtype: str, device: str) -> object:
 
 
 def new_bidir_load(folder: str, dtype: str, device: str) -> object:
-    from streamgen.families.bidirectional.model import load_bidir_checkpoint
+    from streamgen.families.bidirectional.checkpoint import load_bidir_checkpoint
     from streamgen.models.weights import torch_dtype
 
     return load_bidir_checkpoint("llada", folder, dtype=torch_dtype(dtype), device=device)

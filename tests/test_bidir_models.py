@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
+from streamgen.families.bidirectional.checkpoint import load_bidir_checkpoint
 from streamgen.families.bidirectional.model import (
     BidirLM,
     CheckpointError,
-    load_bidir_checkpoint,
     load_mapped_state_dict,
     map_parameter_name,
     tiny_spec,
@@ -162,7 +162,7 @@ def test_dream_folder_and_custom_code_tokenizer_load_without_hub_code(tmp_path):
     model by name mapping, the tokenizer from tokenizer.json, with its chat template."""
     from safetensors.torch import save_file
 
-    from streamgen.families.bidirectional.model import load_checkpoint_tokenizer
+    from streamgen.families.bidirectional.checkpoint import load_checkpoint_tokenizer
     from streamgen.models.tokenizers import tiny_tokenizer
 
     raw = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -191,7 +191,7 @@ def test_dream_folder_and_custom_code_tokenizer_load_without_hub_code(tmp_path):
 
 def test_tokenizer_from_vocab_and_merges(tmp_path):
     """No tokenizer.json, only Qwen2-style vocab.json + merges.txt and a custom-code config."""
-    from streamgen.families.bidirectional.model import load_checkpoint_tokenizer
+    from streamgen.families.bidirectional.checkpoint import load_checkpoint_tokenizer
     from streamgen.models.tokenizers import tiny_tokenizer
 
     ref = tiny_tokenizer()

@@ -11,7 +11,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from streamgen.families.bidirectional.model import CheckpointError, load_bidir_checkpoint, tiny_spec
+from streamgen.families.bidirectional.checkpoint import load_bidir_checkpoint
+from streamgen.families.bidirectional.model import CheckpointError, tiny_spec
 from streamgen.models import checkpoint_io
 from tests.test_bidir_models import VOCAB, _llada_checkpoint, _reference_logits
 from tests.test_gemma3_text import ReadRecorder

@@ -111,7 +111,7 @@ def test_the_bidirectional_family_refuses_an_int8_weight(tmp_path: Path) -> None
 
 
 def test_diffusion_gemma_refuses_a_renamed_weight(tmp_path: Path) -> None:
-    from streamgen.families.diffusion_gemma.decoder import tiny_diffusion_gemma
+    from streamgen.families.diffusion_gemma.plugin import tiny_diffusion_gemma
 
     tok = tiny_tokenizer()
     model = tiny_diffusion_gemma(1, len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)

@@ -1,7 +1,7 @@
 """Model families, one folder each (in the manner of torchtune's ``models/<family>/``).
 
 A family's folder holds what is its own: its face (``__init__.py``, the family's ``DESCRIPTOR``: no torch), the
-decoder and its ``FAMILY`` plug-in (``decoder.py``), its forward rule (``forward_rule.py``), and its model code,
+decoder and its ``FAMILY`` plug-in (``decoder.py``; ``plugin.py`` where the loader is long), its forward rule (``forward_rule.py``), and its model code,
 settings and sampler where it has them; ``family.yaml``, data, says what the configuration must know of it. What every family shares stays below, in
 :mod:`streamgen.decoding` (the Decoder protocol, the plug-in shape, meter, acceptance, stops, numerics) and
 :mod:`streamgen.models` (weights, checkpoints, hub cache, RoPE, tokenizers, scripted models).

@@ -1,6 +1,7 @@
 """The bidirectional family (LLaDA / Dream masked diffusion): the decoder (``decoder``), the official
 samplers' knobs (``sampler``), settings, geometry and cell check without torch (``settings``), the in-project
-model with its checkpoint loading (``model``) and the forward rule (``forward_rule``).
+model (``model``) and its checkpoint loading (``checkpoint``), the weight loader and decoder builder named as
+``FAMILY`` (``plugin``) and the forward rule (``forward_rule``).
 
 This face is the family's descriptor (no torch): the registry (:mod:`streamgen.families.registry`) lists
 ``DESCRIPTOR``; the decoder module is imported only when its plug-in is asked for."""
@@ -12,7 +13,7 @@ from streamgen.families.bidirectional import forward_rule, settings
 
 
 def _plugin() -> ModelFamily:
-    from streamgen.families.bidirectional.decoder import FAMILY
+    from streamgen.families.bidirectional.plugin import FAMILY
 
     return FAMILY
 

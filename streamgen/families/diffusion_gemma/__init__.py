@@ -1,5 +1,6 @@
 """The DiffusionGemma family (transformers' block diffusion): the metered decoder (``decoder``), one canvas's
-denoising loop and verify rows (``canvas``) and the forward rule (``forward_rule``).
+denoising loop and verify rows (``canvas``), the weight loader and decoder builder named as ``FAMILY``
+(``plugin``) and the forward rule (``forward_rule``).
 
 This face is the family's descriptor (no torch): the registry (:mod:`streamgen.families.registry`) lists
 ``DESCRIPTOR``; the decoder module is imported only when its plug-in is asked for."""
@@ -11,7 +12,7 @@ from streamgen.families.diffusion_gemma import forward_rule
 
 
 def _plugin() -> ModelFamily:
-    from streamgen.families.diffusion_gemma.decoder import FAMILY
+    from streamgen.families.diffusion_gemma.plugin import FAMILY
 
     return FAMILY
 

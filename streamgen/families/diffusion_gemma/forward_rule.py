@@ -33,7 +33,8 @@ def diffusion_gemma(canvas: int, steps: int, s_min: int, d: Decode) -> tuple[For
 
 def dg_shape(cfg: ModelConfig) -> tuple[int, int, int]:
     """DiffusionGemma's (canvas length, max denoising steps, s_min) for ``cfg`` (docs/diffusion.md)."""
-    from streamgen.families.diffusion_gemma.decoder import TINY_CANVAS, dg_settings_from
+    from streamgen.families.diffusion_gemma.decoder import dg_settings_from
+    from streamgen.families.diffusion_gemma.plugin import TINY_CANVAS
     from streamgen.models.scripted import SCRIPTED_CANVAS
 
     s = dg_settings_from(dict(cfg.decoding))
