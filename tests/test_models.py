@@ -95,6 +95,8 @@ def test_family_facts_come_from_the_family_folders(tmp_path: Path) -> None:
     assert families.VERIFIER_MODE_FAMILIES == ("bidirectional", "diffusion_gemma")
     assert families.TINY_ARCHS == ("llama", "qwen3", "gemma3", "llada", "dream", "diffusion_gemma")
     assert list(families.DIFFUSION_DEVIATIONS) == ["bidirectional", "refusion"]
+    assert set(families.PREFLIGHT_BUILT_FAMILIES) == {"autoregressive", "refusion", "bidirectional"}
+    assert set(families.FROM_PRETRAINED_FAMILIES) == {"autoregressive", "refusion", "diffusion_gemma"}
     assert families.DIFFUSION_DEVIATIONS["refusion"] == {
         "block_length": None, "cap_gen_length": False, "stop_on_every_eos": False, "suppress_mask_logit": False}
 

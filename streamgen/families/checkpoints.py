@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from streamgen.config import ModelConfig
+from streamgen.config.families import PREFLIGHT_BUILT_FAMILIES
 from streamgen.models.checkpoint_files import CheckpointFileError, StoredWeights, read_json, stored_weights
 from streamgen.models.checkpoint_tokens import id_field, token_problems, tokenizer_facts
 from streamgen.models.checkpoints import (
-    BUILT_FAMILIES,
     ExpectedWeights,
     causal_lm_expected,
     file_problems,
@@ -71,7 +71,7 @@ def checkpoint_problems(cfg: ModelConfig, folder: Path, fetch: str = "download t
             id_field(gen, read_json(gen, fetch), "eos_token_id", fetch)
         stored = stored_weights(folder, fetch)
         problems = file_problems(cfg, folder, stored, fetch, needs_index(cfg, raw))
-        if cfg.family in BUILT_FAMILIES:
+        if cfg.family in PREFLIGHT_BUILT_FAMILIES:
             problems += _build_problems(cfg, folder, raw, stored)
         return problems + token_problems(cfg, cfg_path, raw, tokenizer_facts(folder, fetch), fetch)
     except CheckpointFileError as exc:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from streamgen.config import ModelConfig
+from streamgen.config.families import FROM_PRETRAINED_FAMILIES
 from streamgen.models.checkpoint_files import (
     FLOAT_DTYPES,
     INDEX_FILE,
@@ -36,9 +37,6 @@ from streamgen.models.checkpoint_files import (
     StoredWeights,
     few,
 )
-
-BUILT_FAMILIES = ("autoregressive", "refusion", "bidirectional")  # whose model the pre-flight can build
-TRANSFORMERS_FAMILIES = ("autoregressive", "refusion", "diffusion_gemma")  # loaded by from_pretrained
 
 MULTIMODAL_EXTRAS = ("vision_tower.", "multi_modal_projector.")
 # the text weights of a Gemma3ForConditionalGeneration checkpoint (as published; as transformers 5 names them)
@@ -149,7 +147,7 @@ def needs_index(cfg: ModelConfig, raw: dict[str, Any]) -> bool:
     """Whether ``cfg``'s loader is transformers' ``from_pretrained`` (which finds shards through the index
     only); a multimodal Gemma-3 is read by :mod:`streamgen.models.gemma3_text`, which finds them itself."""
     multimodal_gemma3 = raw.get("model_type") == "gemma3" and isinstance(raw.get("text_config"), dict)
-    return (cfg.family in TRANSFORMERS_FAMILIES or cfg.trust_remote_code) and not multimodal_gemma3
+    return (cfg.family in FROM_PRETRAINED_FAMILIES or cfg.trust_remote_code) and not multimodal_gemma3
 
 
 def file_problems(cfg: ModelConfig, folder: Path, stored: StoredWeights, fetch: str, index_needed: bool) -> list[str]:
