@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from streamgen.acceptance_rules import make_rule  # noqa: E402
 from streamgen.config import benchmark_config, model_config  # noqa: E402
-from streamgen.models.registry import load_decoder  # noqa: E402
+from streamgen.families.registry import load_decoder  # noqa: E402
 from streamgen.stream import StreamRequest, run_pair  # noqa: E402
 
 BEFORE = ["decoding.full_block_refill=true", "decoding.refill_after_eos=true"]

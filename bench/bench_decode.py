@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from streamgen.config import load, model_config
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
+from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
 from streamgen.models.weights import load_model_and_tokenizer
 
 PROMPT = ("Write a Python function `running_mean(xs, k)` that returns the list of means of every window of "

@@ -50,7 +50,7 @@ def time_forwards(cfg: DetConfig, model_name: str, dtype: str) -> dict[int, floa
     from streamgen.config import model_config
     from streamgen.decoding.meter import device_synchronizer
     from streamgen.decoding.numerics import make_deterministic
-    from streamgen.models.registry import model_family
+    from streamgen.families.registry import model_family
 
     torch.set_num_threads(1)  # a model actor's threads
     if cfg.mode == "deterministic":

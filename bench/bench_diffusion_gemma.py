@@ -25,8 +25,8 @@ from bench_refusion import REQUESTS, per_token  # bench/ is on sys.path when run
 
 from streamgen.acceptance_rules import Threshold
 from streamgen.config import model_config
-from streamgen.decoding.bidirectional import probe_unrelated
-from streamgen.models.registry import load_decoder
+from streamgen.families.bidirectional.decoder import probe_unrelated
+from streamgen.families.registry import load_decoder
 
 MODELS = [("tiny-llama", ()), ("tiny-refusion", ()), ("tiny-llada", ()), ("tiny-dream", ()),
           ("tiny-diffusiongemma", ()), ("tiny-diffusiongemma", ("decoding.max_denoising_steps=48",))]

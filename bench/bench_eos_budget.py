@@ -26,7 +26,7 @@ import torch  # noqa: E402
 
 from jobs.grid.plan import plan_grid  # noqa: E402
 from streamgen.config import grid_config, load  # noqa: E402
-from streamgen.models.registry import load_decoder  # noqa: E402
+from streamgen.families.registry import load_decoder  # noqa: E402
 
 log = logging.getLogger("bench_eos_budget")
 

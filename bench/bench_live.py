@@ -24,8 +24,8 @@ from streamgen.acceptance_rules import Greedy
 from streamgen.benchmarks import load_benchmark
 from streamgen.config import benchmark_config, default_data_dir, load, model_config
 from streamgen.decoding.base import StepResult
+from streamgen.families.registry import load_decoder
 from streamgen.live import LiveSettings, run_stream_live
-from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest, run_stream
 from streamgen.timing.costmodel import fit_cost_model
 from streamgen.timing.policies import Policy, StepFacts, evaluate

@@ -14,7 +14,7 @@ both minus the process's RSS after its imports, so the numbers are the load's ow
 code, kept here verbatim: ``AutoModelForCausalLM.from_pretrained(path, dtype=...).to(device)`` for
 transformers folders, and ``load_file`` of every shard + ``load_state_dict(assign=True)`` +
 ``.to(device, dtype)`` for the in-project BidirLM. ``after`` is :func:`streamgen.models.weights.load_model_and_tokenizer`
-and :func:`streamgen.decoding.bidir_models.load_bidir_checkpoint` as they are now.
+and :func:`streamgen.families.bidirectional.checkpoint.load_bidir_checkpoint` as they are now.
 
 SmolLM2 is measured from its converted safetensors folder: the one-off GGUF conversion runs first, in this
 parent process, and is not measured. The bidirectional model is a random LLaDA-layout checkpoint (hidden
@@ -92,7 +92,7 @@ def old_bidir_load(folder: str, dtype: str, device: str) -> object:
     import torch
     from safetensors.torch import load_file
 
-    from streamgen.decoding.bidir_models import BidirLM, load_mapped_state_dict, spec_from_config
+    from streamgen.families.bidirectional.model import BidirLM, load_mapped_state_dict, spec_from_config
     from streamgen.models.weights import torch_dtype
 
     spec = spec_from_config("llada", json.loads((Path(folder) / "config.json").read_text()))
@@ -118,7 +118,7 @@ def new_transformers_load(folder: str, dtype: str, device: str) -> object:
 
 
 def new_bidir_load(folder: str, dtype: str, device: str) -> object:
-    from streamgen.decoding.bidir_models import load_bidir_checkpoint
+    from streamgen.families.bidirectional.checkpoint import load_bidir_checkpoint
     from streamgen.models.weights import torch_dtype
 
     return load_bidir_checkpoint("llada", folder, dtype=torch_dtype(dtype), device=device)
@@ -132,7 +132,7 @@ def child(kind: str, way: str, folder: str, dtype: str, device: str) -> None:
     import torch  # noqa: F401  (imports are not the load's memory)
     import transformers  # noqa: F401
 
-    import streamgen.decoding.bidir_models  # noqa: F401
+    import streamgen.families.bidirectional.model  # noqa: F401
     import streamgen.models.weights  # noqa: F401
 
     base_kb = _status_kb("VmRSS")
@@ -153,7 +153,7 @@ def write_bidir_checkpoint(folder: Path, dtype: str) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from streamgen.decoding.bidir_models import BidirLM, spec_from_config
+    from streamgen.families.bidirectional.model import BidirLM, spec_from_config
     from streamgen.models.weights import torch_dtype
 
     folder.mkdir(parents=True)
@@ -171,7 +171,7 @@ def write_bidir_checkpoint(folder: Path, dtype: str) -> None:
 
 def _llada_names(names: dict[str, tuple[int, ...]]) -> dict[str, str]:
     """In-project name → the LLaDA checkpoint name that maps onto it (map_parameter_name, inverted)."""
-    from streamgen.decoding.bidir_models import _LLADA_BLOCK, _LLADA_TOP
+    from streamgen.families.bidirectional.model import _LLADA_BLOCK, _LLADA_TOP
 
     top = {v: k for k, v in _LLADA_TOP.items()}
     block = {v: k for k, v in _LLADA_BLOCK.items()}

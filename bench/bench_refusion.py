@@ -24,11 +24,11 @@ import torch
 
 from streamgen.acceptance_rules import Threshold
 from streamgen.config import model_config
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
-from streamgen.decoding.bidir_models import copying_bidir_model
-from streamgen.decoding.bidirectional import BidirectionalDecoder, BidirSettings, probe_unrelated
-from streamgen.decoding.refusion import ReFusionDecoder, ReFusionSettings
-from streamgen.models.registry import load_decoder
+from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
+from streamgen.families.bidirectional.decoder import BidirectionalDecoder, BidirSettings, probe_unrelated
+from streamgen.families.bidirectional.model import copying_bidir_model
+from streamgen.families.refusion.decoder import ReFusionDecoder, ReFusionSettings
+from streamgen.families.registry import load_decoder
 from streamgen.models.tokenizers import tiny_tokenizer
 from streamgen.models.weights import tiny_model
 

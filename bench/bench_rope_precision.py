@@ -32,13 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from streamgen.config import ModelConfig, model_config  # noqa: E402
-from streamgen.decoding.bidir_models import (  # noqa: E402
-    BidirLM,
-    BidirSpec,
-    load_bidir_checkpoint,
-    map_parameter_name,
-    tiny_bidir_model,
-)
+from streamgen.families.bidirectional.checkpoint import load_bidir_checkpoint  # noqa: E402
+from streamgen.families.bidirectional.model import BidirLM, BidirSpec, map_parameter_name, tiny_bidir_model  # noqa: E402
 from streamgen.models.rope import is_rope_buffer  # noqa: E402
 from streamgen.models.weights import torch_dtype  # noqa: E402
 from tests.support.rope_reference import Agreement, RefShape, agreement, reference_logits  # noqa: E402

@@ -17,7 +17,7 @@ import torch
 
 from streamgen.acceptance_rules import Greedy
 from streamgen.config import load, model_config
-from streamgen.decoding.autoregressive import AutoregressiveDecoder, KVState
+from streamgen.families.autoregressive.decoder import AutoregressiveDecoder, KVState
 from streamgen.models.weights import load_model_and_tokenizer
 from streamgen.requests.segment import segment
 from streamgen.stream import StreamRequest, run_stream

@@ -38,9 +38,9 @@ from analysis.tables import table_over_pairs  # noqa: E402
 from jobs.run.rows import RowContext, outcome_rows  # noqa: E402
 from streamgen.acceptance_rules import Greedy  # noqa: E402
 from streamgen.config import BenchmarkConfig, ModelConfig, load, model_config  # noqa: E402
-from streamgen.decoding.autoregressive import AutoregressiveDecoder  # noqa: E402
 from streamgen.decoding.numerics import numerics_record  # noqa: E402
-from streamgen.models.registry import load_decoder  # noqa: E402
+from streamgen.families.autoregressive.decoder import AutoregressiveDecoder  # noqa: E402
+from streamgen.families.registry import load_decoder  # noqa: E402
 from streamgen.requests.segment import segment  # noqa: E402
 from streamgen.results.cells import Cell  # noqa: E402
 from streamgen.results.records import PairRecord, to_table  # noqa: E402

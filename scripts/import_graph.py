@@ -10,7 +10,7 @@ Per folder (a package, or a plain folder of scripts):
   folder is on floor 1; one importing a floor-k module is on floor k + 1 or higher);
 - ``in circles``: imports from this folder into a unit that imports it back, directly or through others
   (the edges inside a circle; 0 means the folder is layered against the rest). A unit is a subpackage
-  (``streamgen/decoding``) or, for modules directly in a top-level folder (``streamgen/config.py``,
+  (``streamgen/decoding``) or, for modules directly in a top-level folder (``streamgen/stream.py``,
   ``workflows/nightly.py``), the module itself: the module graph has no circle, so a circle of units is an import
   that runs back up between packages, such as ``models`` ↔ ``decoding``.
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from streamgen.acceptance_rules import make_rule, rule_label
 from streamgen.config import ConfigError, load, model_config, raise_if_problems, rule_problems
-from streamgen.models.registry import load_decoder
+from streamgen.families.registry import load_decoder
 from streamgen.requests.segment import segment
 from streamgen.stream import PairOutcome, StreamRequest, run_pair
 

@@ -74,7 +74,7 @@ def run(cfg: ProbeConfig) -> None:
     import torch
     from tqdm import tqdm
 
-    from streamgen.models.registry import load_decoder
+    from streamgen.families.registry import load_decoder
     from streamgen.results.records import ProbeRecord, to_table, write_parquet_atomic
     from streamgen.results.version import code_version
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from streamgen.config import ConfigError, GridConfig, ModelConfig, model_config
-from streamgen.models.checkpoints import checkpoint_problems
+from streamgen.families.checkpoints import checkpoint_problems
 from streamgen.models.hub_cache import (
     Snapshot,
     fetch_again,

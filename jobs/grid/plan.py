@@ -97,7 +97,7 @@ class GridPlan:
 def cell_problems(grid: GridConfig, models: dict[str, ModelConfig], benches: dict[str, BenchmarkConfig]) -> list[str]:
     """What would stop a model decoding a (benchmark, answer budget) cell: its family's own check (e.g.
     a diffusion buffer the official sampler cannot cut into blocks of that length)."""
-    from streamgen.decoding.cell_checks import CELL_CHECKS  # the families' checks, without torch
+    from streamgen.families.registry import CELL_CHECKS  # the families' checks, without torch
 
     p: list[str] = []
     for cfg in models.values():
@@ -111,7 +111,7 @@ def cell_problems(grid: GridConfig, models: dict[str, ModelConfig], benches: dic
 
 def model_problems(cfg: ModelConfig) -> list[str]:
     """Whether ``cfg``'s weights are where it says (nothing is loaded; ``validate_model`` checks the family
-    against ``streamgen.config.FAMILIES``, the names ``streamgen.models.registry.FAMILIES`` lists)."""
+    against ``streamgen.config.FAMILIES``, the names ``streamgen.families.registry.FAMILIES`` lists)."""
     from streamgen.models import weights
 
     p: list[str] = []

@@ -339,8 +339,8 @@ def _meter_since(decoders: Sequence[Decoder], before: MeterReading | None) -> Me
 
 def _load_weights(cfg: ModelConfig, device: str) -> tuple[ModelFamily, LoadedModel]:
     """(family, loaded model+tokenizer): the weights are loaded once per actor and shared by every
-    decoder built over them (as ``streamgen.models.registry.load_decoder`` does for one decoder)."""
-    from streamgen.models.registry import model_family
+    decoder built over them (as ``streamgen.families.registry.load_decoder`` does for one decoder)."""
+    from streamgen.families.registry import model_family
 
     family = model_family(cfg.family)
     return family, family.load(cfg, device)
@@ -378,8 +378,8 @@ def _decoded(tasks: Sequence[ShardTask], per_task: Sequence[Sequence[ExampleResu
 def _numerics_json(model: Any, device: str) -> str:
     """The actor's numerics record as JSON (the KV cache class: the autoregressive decoders'; the
     diffusion decoders build the same class)."""
-    from streamgen.decoding.autoregressive import new_cache
     from streamgen.decoding.numerics import numerics_record
+    from streamgen.families.autoregressive.decoder import new_cache
 
     return numerics_record(model, device, type(new_cache()).__name__).to_json()
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from streamgen.config import (
     ConfigError,
-    _named,
     available,
     benchmark_config,
     configs_dir,
@@ -24,6 +23,7 @@ from streamgen.config import (
     resolve_data_dir,
     validate_model,
 )
+from streamgen.config.loading import _named
 
 SOURCE_KINDS = ("benchmark", "rows")
 TARGETS = ("teacher", "corpus")

@@ -50,7 +50,7 @@ def needs_teacher(cfg: AdaptConfig) -> bool:
 
 def make_pairs(cfg: AdaptConfig, on_answer: Callable[[int], None] | None = None) -> Path:
     """Requests → (teacher answers) → pairs, written to ``pairs.parquet``; returns its path."""
-    from streamgen.models.registry import load_decoder
+    from streamgen.families.registry import load_decoder
     requests = load_requests(cfg.source, cfg.data_dir)  # leakage refused here, before any model loads
     base = model_config(cfg.model)
     decoder = load_decoder(base, device=resolve_device(cfg.train.device), max_new_tokens=cfg.pairs.max_new_tokens)
@@ -83,7 +83,7 @@ def resolve_device(device: str) -> str:
 
 def prompt_renderer(base: ModelConfig, cfg: AdaptConfig, model: Any, tokenizer: Any, device: str) -> Any:
     """The adapted model's own request rendering (its system prompt; the family decoder's ``render``)."""
-    from streamgen.decoding.autoregressive import build_decoder
+    from streamgen.families.autoregressive.decoder import build_decoder
 
     adapted = dataclasses.replace(base, system_prompt=cfg.output.system_prompt)
     return build_decoder(adapted, model, tokenizer, device, cfg.pairs.max_new_tokens)

@@ -1,7 +1,7 @@
 """The Decoder-protocol members a diffusion family delegates to the autoregressive decoder it carries.
 
 ReFusion, bidirectional and DiffusionGemma decoders each hold ``text``, an
-:class:`~streamgen.decoding.autoregressive.AutoregressiveDecoder` over the same weights that renders the
+:class:`~streamgen.families.autoregressive.decoder.AutoregressiveDecoder` over the same weights that renders the
 request, checks the context, detokenises and owns the meter. :class:`OverText` gives them those members
 once, plus the draft cut every verify pass scores.
 """
@@ -17,7 +17,7 @@ from streamgen.decoding.stops import stop_length
 from streamgen.requests.chat import Message
 
 if TYPE_CHECKING:
-    from streamgen.decoding.autoregressive import AutoregressiveDecoder
+    from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
 
 
 class OverText:

@@ -35,7 +35,7 @@ def serve(cfg: DemoConfig) -> None:
 
     from streamgen.demo.server import create_app
     from streamgen.demo.serving import DemoServer
-    from streamgen.models.registry import load_decoder
+    from streamgen.families.registry import load_decoder
 
     try:
         sock = bind(cfg.host, cfg.port)  # before loading the model: a taken port fails at once

@@ -1,7 +1,7 @@
 """A checkpoint's facts read without its tensors: whether its files are whole and whether it fits the model.
 
 For one hub snapshot or local folder (:mod:`streamgen.models.hub_cache` finds it), without the network and
-without reading tensor data, :func:`checkpoint_problems` says:
+without reading tensor data, :func:`streamgen.families.checkpoints.checkpoint_problems` says (with the parts here):
 
 - whether each file the loaders will read is whole (:mod:`streamgen.models.checkpoint_files`): config.json,
   generation_config.json, the safetensors index and headers (against each shard's length), the tokenizer
@@ -10,7 +10,7 @@ without reading tensor data, :func:`checkpoint_problems` says:
   two shards, an index where transformers needs one;
 - whether ``config.json`` builds the project's model on the meta device and the weights map one to one onto
   its parameters with equal shapes and a float dtype (bidirectional:
-  :func:`~streamgen.decoding.bidir_models.map_parameter_name`; transformers models: the renaming
+  :func:`~streamgen.families.bidirectional.model.map_parameter_name`; transformers models: the renaming
   transformers applies on load);
 - whether the tokenizer's EOS and mask ids agree with the config and the model YAML, and whether it has the
   chat template the YAML requires (:mod:`streamgen.models.checkpoint_tokens`).
@@ -29,20 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from streamgen.config import ModelConfig
+from streamgen.config.families import FROM_PRETRAINED_FAMILIES
 from streamgen.models.checkpoint_files import (
     FLOAT_DTYPES,
     INDEX_FILE,
     SINGLE_FILE,
-    CheckpointFileError,
     StoredWeights,
     few,
-    read_json,
-    stored_weights,
 )
-from streamgen.models.checkpoint_tokens import id_field, token_problems, tokenizer_facts
-
-BUILT_FAMILIES = ("autoregressive", "refusion", "bidirectional")  # whose model the pre-flight can build
-TRANSFORMERS_FAMILIES = ("autoregressive", "refusion", "diffusion_gemma")  # loaded by from_pretrained
 
 MULTIMODAL_EXTRAS = ("vision_tower.", "multi_modal_projector.")
 # the text weights of a Gemma3ForConditionalGeneration checkpoint (as published; as transformers 5 names them)
@@ -66,20 +60,8 @@ class ExpectedWeights:
     extra_prefixes: tuple[str, ...] = ()
 
 
-def _shapes(model: Any) -> dict[str, tuple[int, ...]]:
+def shapes_of(model: Any) -> dict[str, tuple[int, ...]]:
     return {n: tuple(p.shape) for n, p in model.named_parameters(remove_duplicate=False)}
-
-
-def bidir_expected(style: str, raw: dict[str, Any]) -> ExpectedWeights:
-    """The in-project BidirLM of a LLaDA / Dream ``config.json``, on the meta device."""
-    import torch
-
-    from streamgen.decoding.bidir_models import BidirLM, map_parameter_name, spec_from_config
-
-    spec = spec_from_config(style, raw)  # type: ignore[arg-type]
-    with torch.device("meta"):
-        model = BidirLM(spec)
-    return ExpectedWeights(_shapes(model), lambda name: map_parameter_name(spec.arch, name))
 
 
 def causal_lm_expected(folder: Path, trust_remote_code: bool) -> ExpectedWeights:
@@ -92,7 +74,7 @@ def causal_lm_expected(folder: Path, trust_remote_code: bool) -> ExpectedWeights
     multimodal = config.get_text_config() is not config
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config.get_text_config(), trust_remote_code=trust_remote_code)
-    shapes = _shapes(model)
+    shapes = shapes_of(model)
     tied = bool(getattr(model.config, "tie_word_embeddings", False))
     return ExpectedWeights(shapes, _transformers_rename(model, shapes, multimodal),
                            frozenset({"lm_head.weight"}) if tied else frozenset(),
@@ -165,7 +147,7 @@ def needs_index(cfg: ModelConfig, raw: dict[str, Any]) -> bool:
     """Whether ``cfg``'s loader is transformers' ``from_pretrained`` (which finds shards through the index
     only); a multimodal Gemma-3 is read by :mod:`streamgen.models.gemma3_text`, which finds them itself."""
     multimodal_gemma3 = raw.get("model_type") == "gemma3" and isinstance(raw.get("text_config"), dict)
-    return (cfg.family in TRANSFORMERS_FAMILIES or cfg.trust_remote_code) and not multimodal_gemma3
+    return (cfg.family in FROM_PRETRAINED_FAMILIES or cfg.trust_remote_code) and not multimodal_gemma3
 
 
 def file_problems(cfg: ModelConfig, folder: Path, stored: StoredWeights, fetch: str, index_needed: bool) -> list[str]:
@@ -181,43 +163,3 @@ def file_problems(cfg: ModelConfig, folder: Path, stored: StoredWeights, fetch: 
         p.append(f"model {cfg.name}: {folder} holds {few(stored.files)} but no {INDEX_FILE}: transformers reads "
                  f"only {SINGLE_FILE} or the shards its index names; {fetch}")
     return p
-
-
-def _expected(cfg: ModelConfig, folder: Path, raw: dict[str, Any]) -> ExpectedWeights:
-    if cfg.family == "bidirectional" and not cfg.trust_remote_code:
-        return bidir_expected(str(dict(cfg.decoding).get("style", "llada")), raw)
-    return causal_lm_expected(folder, cfg.trust_remote_code)
-
-
-def _build_problems(cfg: ModelConfig, folder: Path, raw: dict[str, Any], stored: StoredWeights) -> list[str]:
-    """The model built from ``config.json`` on the meta device, and the stored weights against it."""
-    from huggingface_hub.errors import StrictDataclassError  # transformers 5's configs validate each field
-
-    try:
-        expected = _expected(cfg, folder, raw)
-    except (ValueError, KeyError, TypeError, AttributeError, OSError, StrictDataclassError) as exc:  # unknown
-        # model type, custom code, a key missing, a field of another type
-        cause = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return [f"model {cfg.name}: {folder / 'config.json'} does not build the project's {cfg.family} model "
-                f"({cause[:200]}); use a checkpoint of a supported architecture, or set trust_remote_code: true "
-                "in its YAML"]
-    return weight_problems(cfg.name, stored, expected)
-
-
-def checkpoint_problems(cfg: ModelConfig, folder: Path, fetch: str = "download the checkpoint again") -> list[str]:
-    """Every problem of the checkpoint in ``folder`` for model ``cfg`` (empty: it fits), one line each;
-    ``fetch`` says how to get its files again. A damaged file is one line and ends the check."""
-    cfg_path = folder / "config.json"
-    if not cfg_path.is_file():
-        return [f"model {cfg.name}: {folder} has no config.json; {fetch}"]
-    try:
-        raw = read_json(cfg_path, fetch)
-        if (gen := folder / "generation_config.json").is_file():
-            id_field(gen, read_json(gen, fetch), "eos_token_id", fetch)
-        stored = stored_weights(folder, fetch)
-        problems = file_problems(cfg, folder, stored, fetch, needs_index(cfg, raw))
-        if cfg.family in BUILT_FAMILIES:
-            problems += _build_problems(cfg, folder, raw, stored)
-        return problems + token_problems(cfg, cfg_path, raw, tokenizer_facts(folder, fetch), fetch)
-    except CheckpointFileError as exc:
-        return [f"model {cfg.name}: {exc}"]

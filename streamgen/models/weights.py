@@ -9,7 +9,7 @@ Tiny random-weight models (``source: tiny``) are built from a seeded config for 
 :func:`tiny_model` and :func:`streamgen.models.tokenizers.tiny_tokenizer`.
 
 A leaf of the model side: it imports no decoder, so a family's decoder module may import it for its own
-loader (docs/design.md, 'Layers'); :mod:`streamgen.models.registry` puts the families' loaders and decoders together.
+loader (docs/design.md, 'Layers'); :mod:`streamgen.families.registry` puts the families' loaders and decoders together.
 """
 
 from __future__ import annotations

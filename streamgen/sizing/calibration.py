@@ -315,7 +315,7 @@ def _time_model(cfg: ModelConfig, device: str, repeats: int, budget: int, thread
     """Load ``cfg`` and time its decoder (in this process or a calibration child)."""
     import torch
 
-    from streamgen.models.registry import load_decoder
+    from streamgen.families.registry import load_decoder
 
     torch.set_num_threads(max(1, threads))
     decoder = load_decoder(cfg, device=device, max_new_tokens=budget)

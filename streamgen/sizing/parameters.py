@@ -133,7 +133,7 @@ def _gguf_path(cfg: ModelConfig) -> Path:
 @functools.lru_cache(maxsize=64)
 def _built_size(key: str) -> ModelSize:
     """Build a tiny or scripted model on the CPU and count it (cached per config)."""
-    from streamgen.models.registry import FAMILIES
+    from streamgen.families.registry import FAMILIES
 
     cfg = ModelConfig(**json.loads(key))
     model = FAMILIES[cfg.family].load(cfg, "cpu").model

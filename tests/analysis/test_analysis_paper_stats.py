@@ -22,7 +22,7 @@ from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.benchmarks import Score
 from streamgen.config import model_config
 from streamgen.decoding.base import draft_fingerprint
-from streamgen.models.registry import load_decoder
+from streamgen.families.registry import load_decoder
 from streamgen.results.records import PairRecord, StepRecord
 from streamgen.scoring.metrics import best_token_f1
 from streamgen.stream import StreamRequest, run_pair

@@ -314,7 +314,7 @@ def test_kept_rule_on_rows_real_decoders_produce(tmp_path: Path) -> None:
     from streamgen.acceptance_rules import Greedy
     from streamgen.benchmarks import Score
     from streamgen.config import model_config
-    from streamgen.models.registry import load_decoder
+    from streamgen.families.registry import load_decoder
     from streamgen.models.scripted import SCRIPTS
     from streamgen.stream import StreamRequest, run_pair
     from tests.support.row_support import row_context

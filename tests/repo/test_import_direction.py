@@ -69,12 +69,12 @@ def test_every_package_has_modules() -> None:
 
 # --------------------------------------------------------------------------------------------
 # No import cycle among streamgen/ modules, including imports inside functions and through the
-# family registry (streamgen.models.registry imports every decoder module by name, so a decoder importing it back
+# family registry (streamgen.families.registry imports every decoder module by name, so a decoder importing it back
 # closes a cycle). Imports under ``if TYPE_CHECKING:`` never run and are left out.
 # --------------------------------------------------------------------------------------------
 
-DECODER_MODULES = ("streamgen.decoding.autoregressive", "streamgen.decoding.refusion",
-                   "streamgen.decoding.bidirectional", "streamgen.decoding.diffusion_gemma")
+DECODER_MODULES = ("streamgen.families.autoregressive.decoder", "streamgen.families.refusion.decoder",
+                   "streamgen.families.bidirectional.decoder", "streamgen.families.diffusion_gemma.decoder")
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -146,7 +146,10 @@ def streamgen_graph() -> dict[str, frozenset[str]]:
 
 def test_no_import_cycle_among_streamgen_modules() -> None:
     graph = {m: set(deps) for m, deps in streamgen_graph().items()}
-    assert set(DECODER_MODULES) <= graph["streamgen.models.registry"], "the registry imports every family explicitly"
+    faces = {m.rpartition(".")[0] for m in DECODER_MODULES}
+    assert faces <= graph["streamgen.families.registry"], "the registry imports every family's face explicitly"
+    assert all({f"{face}.decoder", f"{face}.plugin"} & graph[face] for face in faces), \
+        "each face imports the module holding its FAMILY plug-in (inside a function: when asked)"
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
@@ -161,18 +164,19 @@ def test_no_import_cycle_among_jobs_modules() -> None:
 
 def test_no_decoder_module_imports_the_registry() -> None:
     graph = streamgen_graph()
-    bad = [m for m in graph if m.startswith("streamgen.decoding.") and "streamgen.models.registry" in graph[m]]
-    assert not bad, f"{bad} import streamgen.models.registry; import the leaf streamgen.models.weights instead"
+    bad = [m for m in graph if m.startswith(("streamgen.decoding.", "streamgen.families.")) and m.count(".") > 2
+           and "streamgen.families.registry" in graph[m]]
+    assert not bad, f"{bad} import streamgen.families.registry; import the leaf streamgen.models.weights instead"
 
 
 def test_the_cycle_check_catches_the_old_lazy_registry_import() -> None:
     """Before issue 12, bidirectional.py did ``from streamgen import models`` inside its loader while
-    models.py reached the decoders: put that import back and the graph has a cycle through the registry."""
+    models.py reached the decoders (the registry is streamgen.families.registry since issue 53): put that import back and the graph has a cycle through the registry."""
     graph = {m: set(deps) for m, deps in streamgen_graph().items()}
-    old = ast.parse("def load_model_and_tokenizer(cfg, device):\n    from streamgen.models import registry\n")
-    graph["streamgen.decoding.bidirectional"] |= _imports_of(old, "streamgen.decoding.bidirectional", False) & set(graph)
+    old = ast.parse("def load_model_and_tokenizer(cfg, device):\n    from streamgen.families import registry\n")
+    graph["streamgen.families.bidirectional.decoder"] |= _imports_of(old, "streamgen.families.bidirectional.decoder", False) & set(graph)
     cycle = find_cycle(graph)
-    assert cycle is not None and "streamgen.models.registry" in cycle and "streamgen.decoding.bidirectional" in cycle
+    assert cycle is not None and "streamgen.families.registry" in cycle and "streamgen.families.bidirectional.decoder" in cycle
 
 
 def test_type_checking_imports_are_not_edges(tmp_path: Path) -> None:
@@ -238,19 +242,22 @@ def test_the_reader_graph_counts_type_checking_imports(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------------
 
 PACKAGE_MAY_USE: dict[str, frozenset[str]] = {
+    # the ground floor: the family names come from streamgen/families/*/family.yaml, read as data
+    "config": frozenset({"acceptance_rules"}),
     "requests": frozenset({"config"}),
     "timing": frozenset({"config", "requests"}),
     "results": frozenset({"config", "acceptance_rules"}),
     "scoring": frozenset(),
     "benchmarks": frozenset({"config", "requests", "exclusions", "scoring"}),
+    "models": frozenset({"config"}),
     "decoding": frozenset({"config", "requests", "models", "acceptance_rules"}),
-    "models": frozenset({"config", "decoding"}),
-    "sizing": frozenset({"config", "models", "decoding"}),
+    "families": frozenset({"config", "requests", "models", "decoding", "acceptance_rules"}),
+    "sizing": frozenset({"config", "models", "decoding", "families"}),
     "diagnostics": frozenset({"config", "requests", "results", "decoding", "benchmarks", "acceptance_rules"}),
 }
-# the registry lists every decoder module, and the pre-flight builds the in-project diffusion model on the meta
-# device to check a checkpoint's names; a decoder reaches models' leaves (weights, rope), never the registry
-ONLY_IMPORTERS = {("models", "decoding"): ("streamgen.models.registry", "streamgen.models.checkpoints")}
+# (source, target) → the only modules of source that may import target (none left: the model side, the
+# shared decoding and the families sit on three floors since issue 53)
+ONLY_IMPORTERS: dict[tuple[str, str], tuple[str, ...]] = {}
 
 
 def concept(module: str) -> str:
@@ -274,7 +281,7 @@ def package_violations(graph: Mapping[str, Collection[str]]) -> list[str]:
             elif module not in ONLY_IMPORTERS.get((source, target), (module,)):
                 bad.append(f"{module} imports {dep}: of streamgen.{source} only "
                            f"{' and '.join(ONLY_IMPORTERS[(source, target)])} may")
-            elif source == "decoding" and dep == "streamgen.models.registry":
+            elif source == "families" and module.count(".") > 2 and dep == "streamgen.families.registry":
                 bad.append(f"{module} imports the registry, which imports every decoder")
     return sorted(bad)
 
@@ -290,8 +297,7 @@ def test_the_package_check_names_a_timing_module_that_reaches_a_model() -> None:
     graph["streamgen.timing.policies"].add("streamgen.models.weights")
     graph["streamgen.models.weights"].add("streamgen.decoding.base")
     assert package_violations(graph) == [
-        "streamgen.models.weights imports streamgen.decoding.base: of streamgen.models only "
-        "streamgen.models.registry and streamgen.models.checkpoints may",
+        "streamgen.models.weights imports streamgen.decoding.base: streamgen.models may use ['config']",
         "streamgen.timing.policies imports streamgen.models.weights: streamgen.timing may use ['config', 'requests']",
     ]
 

@@ -55,7 +55,7 @@ def test_a_rule_defined_here_validates_steps_labels_and_fingerprints(floor_regis
     # The stream step: the draft is the model's own answer (every token the argmax), so greedy keeps it
     # whole, and floor p=0.7 keeps the run before the first designed probability below 0.7:
     # 0.99, 0.95, 0.8 pass, 0.6 (position 3) does not → 3 tokens, by hand.
-    from streamgen.models.registry import load_decoder
+    from streamgen.families.registry import load_decoder
 
     expected = next(j for j, q in enumerate(CALIBRATED) if q < 0.7)
     assert expected == 3

@@ -17,7 +17,7 @@ import torch
 
 from streamgen.acceptance_rules import Greedy
 from streamgen.config import model_config
-from streamgen.models.registry import load_decoder
+from streamgen.families.registry import load_decoder
 from streamgen.stream import StreamRequest, run_pair
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -17,7 +17,7 @@ import pytest
 from streamgen.acceptance_rules import Greedy
 from streamgen.benchmarks import exclusion_reason, load_benchmark
 from streamgen.config import REPO_ROOT, benchmark_config, model_config
-from streamgen.models.registry import load_decoder
+from streamgen.families.registry import load_decoder
 from streamgen.stream import StreamRequest, run_pair
 from tests.support.fs_support import repo_results_lock
 

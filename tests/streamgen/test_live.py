@@ -15,8 +15,8 @@ from jobs.run.rows import outcome_rows
 from streamgen.acceptance_rules import Greedy
 from streamgen.config import TypingConfig, model_config
 from streamgen.decoding.meter import ForwardMeter
+from streamgen.families.registry import load_decoder
 from streamgen.live import LiveSettings, run_stream_live
-from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest, run_pair
 from streamgen.timing.costmodel import LinearCost
 from streamgen.timing.policies import Policy, StepFacts, evaluate

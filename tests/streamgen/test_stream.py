@@ -10,8 +10,8 @@ from jobs.run.rows import error_rows, excluded_rows, outcome_rows
 from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.benchmarks import Score
 from streamgen.config import ConfigError, model_config
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
-from streamgen.models.registry import load_decoder
+from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
+from streamgen.families.registry import load_decoder
 from streamgen.results.records import PAIRS_SCHEMA, STEPS_SCHEMA, PairRecord, StepRecord, to_table
 from streamgen.stream import PairOutcome, RequestError, StreamRequest, run_pair
 from tests.support.row_support import row_context

@@ -21,8 +21,8 @@ import pytest
 
 from streamgen.acceptance_rules import Greedy
 from streamgen.config import model_config
+from streamgen.families.registry import load_decoder
 from streamgen.live import LiveSettings, run_stream_live
-from streamgen.models.registry import load_decoder
 from streamgen.models.scripted import SCRIPTS
 from streamgen.requests.request import StreamRequest, common_prefix_length
 from streamgen.stream import run_stream

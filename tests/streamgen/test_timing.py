@@ -11,7 +11,7 @@ import pytest
 
 from streamgen.acceptance_rules import Greedy
 from streamgen.config import model_config
-from streamgen.models.registry import load_decoder
+from streamgen.families.registry import load_decoder
 from streamgen.stream import StreamRequest
 
 REQ = StreamRequest("t", (), ("Write a function that adds two numbers. ", "Use type hints."))

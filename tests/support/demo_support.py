@@ -9,9 +9,9 @@ from dataclasses import replace
 from typing import Any
 
 from streamgen.config import model_config
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.demo.settings import DemoConfig
-from streamgen.models.registry import load_decoder
+from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
+from streamgen.families.registry import load_decoder
 
 FAST = DemoConfig(model="tiny-llama", max_new_tokens=16, policy="latest", idle_timeout_s=60.0)
 

@@ -206,8 +206,8 @@ def _parity_table() -> None:
     """``python -m tests.support.official_samplers``: every setting test_official_procedures.py compares, with the
     project's and the reference's tokens and forwards side by side (the figures of issue 26's note)."""
     from streamgen.config import model_config
-    from streamgen.models.registry import load_decoder
-    from tests.streamgen.decoding import test_official_procedures as t
+    from streamgen.families.registry import load_decoder
+    from tests.streamgen.families import test_official_procedures as t
 
     def row(family: str, setting: str, d, want: list[int], trace: Trace, early: bool) -> None:
         got = d.generate(t.ADDS)

@@ -180,7 +180,7 @@ def test_gpu_actors_reserve_a_cpu_cpu_actors_their_share() -> None:
 
 def test_small_models_are_under_their_bound() -> None:
     """known_facts counts tiny and scripted models as SMALL_MODEL_BYTES: measured here, all are below."""
-    from streamgen.models.registry import model_family
+    from streamgen.families.registry import model_family
 
     names = ["tiny-llama", "tiny-qwen3", "tiny-gemma3", "tiny-llada", "tiny-dream", "tiny-refusion",
              "tiny-diffusiongemma", "scripted-ar-constant"]

@@ -356,7 +356,7 @@ def test_the_dry_run_finds_a_cache_named_by_huggingface_hub_cache_with_a_tilde(t
 def test_diffusion_gemma_files_are_checked_though_its_model_is_not_built(tmp_path: Path) -> None:
     """The pre-flight does not build DiffusionGemma on the meta device, but reads its files as any other's:
     a healthy folder passes, a zero-byte weights file is one line."""
-    from streamgen.decoding.diffusion_gemma import tiny_diffusion_gemma
+    from streamgen.families.diffusion_gemma.plugin import tiny_diffusion_gemma
     from streamgen.models.tokenizers import tiny_tokenizer
 
     tok = tiny_tokenizer()

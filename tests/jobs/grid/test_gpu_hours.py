@@ -284,8 +284,8 @@ def test_refusion_rule_prices_two_forwards_per_position_left() -> None:
 def test_llada_rule_at_the_official_refill_rate() -> None:
     """Issue 39's refill (decoders with ``full_block_refill: false``): a block with m of its B = 16 positions
     masked runs ceil(m · 8 / 16) steps; a kept EOS-ended draft is confirmed in one step."""
-    from streamgen.decoding.bidir_sampler import bidir_settings_from, geometry
-    from streamgen.sizing.forward_counts import bidirectional
+    from streamgen.families.bidirectional.forward_rule import bidirectional
+    from streamgen.families.bidirectional.sampler import bidir_settings_from, geometry
 
     geo = geometry(bidir_settings_from(dict(model_config("tiny-llada").decoding)), 16)
     rule = lambda d: bidirectional(geo, d, full_block_refill=False, refill_after_eos=False)  # noqa: E731

@@ -28,7 +28,7 @@ from streamgen.adapt.sources import TrainingRequest, load_requests
 from streamgen.adapt.teacher import teacher_answers
 from streamgen.adapt.train import encode_pairs, lora_model, train
 from streamgen.config import ConfigError, default_data_dir, model_config
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
+from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
 from streamgen.models.weights import load_model_and_tokenizer
 from streamgen.requests.segment import SentenceSegmenter, segment
 from streamgen.stream import StreamRequest, run_stream

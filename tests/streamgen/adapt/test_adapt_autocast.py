@@ -17,7 +17,7 @@ from streamgen.adapt.config import TrainSettings, adapt_config, validate_adapt
 from streamgen.adapt.pipeline import training_record
 from streamgen.adapt.train import EncodedSet, encode_pairs, forward_precision, lora_model, summed_loss, train
 from streamgen.config import ConfigError
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
+from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
 from tests.streamgen.adapt.test_adapt import FAST, LORA, _pairs, fresh_model
 
 BF16 = dataclasses.replace(FAST, steps=4, save_every=2, autocast="bf16")

@@ -29,7 +29,7 @@ from streamgen.adapt.pipeline import run_stages
 from streamgen.benchmarks.data_manifest import COLUMNS, MANIFEST_NAME, sha256_hex
 from streamgen.config import ModelConfig, load, model_config
 from streamgen.decoding.base import common_prefix_length
-from streamgen.models.registry import load_decoder
+from streamgen.families.registry import load_decoder
 from streamgen.requests.segment import segment
 from streamgen.stream import StreamRequest, run_stream
 

@@ -25,7 +25,7 @@ from torch.overrides import TorchFunctionMode
 from streamgen.acceptance_rules import Threshold
 from streamgen.config import model_config
 from streamgen.decoding.acceptance import accepted_length
-from streamgen.models.registry import load_decoder
+from streamgen.families.registry import load_decoder
 
 # conversions that return host values (each one a device sync on CUDA); `to` only towards the CPU
 SYNCS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "__format__", "cpu", "numpy",

@@ -20,7 +20,7 @@ from streamgen.config import model_config
 from streamgen.decoding.acceptance import Verification, accepted_length
 from streamgen.decoding.numerics import margins_in_spacings, numerics_record, spacing, top2
 from streamgen.diagnostics.divergence import divergence, first_difference
-from streamgen.models.registry import load_decoder
+from streamgen.families.registry import load_decoder
 from streamgen.stream import StreamRequest, run_pair
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)

@@ -15,8 +15,10 @@ import pytest
 import torch
 
 from streamgen.config import ModelConfig, model_config
-from streamgen.decoding import bidirectional, diffusion_gemma
-from streamgen.decoding.bidir_models import BidirLM, load_bidir_checkpoint, spec_from_config, tiny_bidir_model
+from streamgen.families.bidirectional import plugin as bidirectional
+from streamgen.families.bidirectional.checkpoint import load_bidir_checkpoint
+from streamgen.families.bidirectional.model import BidirLM, spec_from_config, tiny_bidir_model
+from streamgen.families.diffusion_gemma import plugin as diffusion_gemma
 from streamgen.models.rope import is_rope_buffer
 from streamgen.models.weights import load_model_and_tokenizer
 from tests.support.rope_reference import RefShape, agreement, reference_logits

@@ -16,9 +16,9 @@ import pytest
 
 from streamgen.acceptance_rules import Greedy
 from streamgen.config import benchmark_config, model_config
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
 from streamgen.decoding.stops import stop_length
-from streamgen.models.registry import load_decoder
+from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
+from streamgen.families.registry import load_decoder
 from streamgen.models.scripted import SCRIPTS, Script, ScriptedLM, pool_tokens, text_tokens
 from streamgen.models.tokenizers import tiny_tokenizer
 from streamgen.stream import run_pair

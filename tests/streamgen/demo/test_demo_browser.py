@@ -189,7 +189,7 @@ def test_a_flood_of_keystrokes_gets_a_message_and_the_page_recovers(browser, dec
 def test_smollm2_page(browser, artifacts):
     """The real SmolLM2 behind the page: a short request typed by hand lands on the base answer."""
     from streamgen.config import model_config
-    from streamgen.models.registry import load_decoder
+    from streamgen.families.registry import load_decoder
 
     smol = load_decoder(model_config("smollm2"), max_new_tokens=48)
     text = "Write a Python function that returns the larger of two numbers. Keep it short. Add a docstring."

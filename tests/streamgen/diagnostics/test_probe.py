@@ -27,7 +27,7 @@ from streamgen.diagnostics.probe_drafts import (
     token_pool,
     validate_probe,
 )
-from streamgen.models.registry import load_decoder
+from streamgen.families.registry import load_decoder
 from streamgen.models.scripted import SCRIPTS, pool_tokens
 from streamgen.results.records import PairRecord, ProbeRecord, to_table, write_parquet_atomic
 
@@ -81,8 +81,8 @@ def test_constant_model_keeps_an_unrelated_answer_because_it_is_the_same() -> No
 def test_copying_bidirectional_verifier_confirms_anything_it_sees() -> None:
     """The §6.5 mechanism: a model that reads its own token accepts another request's answer whole in
     visible mode (median p near 1) and nothing when the draft is hidden."""
-    from streamgen.decoding.bidir_models import copying_bidir_model
-    from streamgen.decoding.bidirectional import BidirectionalDecoder, BidirSettings
+    from streamgen.families.bidirectional.decoder import BidirectionalDecoder, BidirSettings
+    from streamgen.families.bidirectional.model import copying_bidir_model
     from streamgen.models.tokenizers import tiny_tokenizer
 
     tok = tiny_tokenizer()
@@ -194,7 +194,7 @@ def test_workflow_keeps_files_on_disk_and_validates(tmp_path: Path, monkeypatch,
     def refuse(*args, **kwargs):
         raise AssertionError("a probe on disk must not load its model again")
 
-    monkeypatch.setattr("streamgen.models.registry.load_decoder", refuse)
+    monkeypatch.setattr("streamgen.families.registry.load_decoder", refuse)
     workflow.run(cfg)  # resumes: nothing to do
     args = [f"results_dir={tmp_path}", "models=[scripted-ar-constant]", "benchmarks=[coedit]", "limit=2",
             "taus=[]", "max_new_tokens=16", "--dry-run"]

@@ -11,9 +11,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from streamgen.decoding.bidir_models import CheckpointError, load_bidir_checkpoint, tiny_spec
+from streamgen.families.bidirectional.checkpoint import load_bidir_checkpoint
+from streamgen.families.bidirectional.model import CheckpointError, tiny_spec
 from streamgen.models import checkpoint_io
-from tests.streamgen.decoding.test_bidir_models import VOCAB, _llada_checkpoint, _reference_logits
+from tests.streamgen.families.test_bidir_models import VOCAB, _llada_checkpoint, _reference_logits
 from tests.streamgen.models.test_gemma3_text import ReadRecorder
 
 LLADA_CONFIG = {"d_model": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 4, "mlp_hidden_size": 48,

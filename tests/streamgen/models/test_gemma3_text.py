@@ -185,7 +185,7 @@ def test_transformers5_module_names_load_too(reference: torch.nn.Module, tmp_pat
 
 
 def test_the_chat_template_and_decoder_work_on_the_text_model(hub_folder) -> None:  # type: ignore[no-untyped-def]
-    from streamgen.models.registry import load_decoder
+    from streamgen.families.registry import load_decoder
 
     decoder = load_decoder(local(hub_folder[0]), max_new_tokens=3)
     ids = decoder.render([{"role": "user", "content": "Add two numbers."}])

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import os
-import typing
+from pathlib import Path
 
 import pytest
 import torch
 
-from streamgen.config import FAMILIES, ConfigError, ModelConfig, model_config
-from streamgen.decoding.autoregressive import AutoregressiveDecoder
-from streamgen.decoding.base import Decoder, Family
-from streamgen.models import registry as models
+from streamgen.config import FAMILIES, REPO_ROOT, ConfigError, ModelConfig, model_config
+from streamgen.decoding.base import Decoder
+from streamgen.families import registry as models
+from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
 from streamgen.models import weights
 from streamgen.models.tokenizers import tiny_tokenizer
 
@@ -60,14 +60,45 @@ def test_load_decoder_dispatches_tiny_configs(name: str) -> None:
     assert 1 <= len(gen.token_ids) <= 4 and gen.forwards == len(gen.token_ids)
 
 
-def test_registry_lists_every_config_family_under_its_own_name() -> None:
+def test_registry_lists_every_family_folder_under_its_own_name() -> None:
     from streamgen.sizing.forward_counts import FORWARD_RULES
 
-    # a family added to the config's Literal without its plug-in or its forward rule fails here, not as a
-    # KeyError in a grid's estimate
-    assert tuple(models.FAMILIES) == FAMILIES == typing.get_args(Family)
-    assert sorted(FORWARD_RULES) == sorted(FAMILIES)
+    # the folders are the names' one source: the config reads each folder's family.yaml (data: it may not import
+    # a family), the registry lists each folder's face; a folder without its registry entry, descriptor, plug-in
+    # or forward rule fails here, not as a KeyError in a grid's estimate
+    folders = tuple(sorted(p.parent.name for p in (REPO_ROOT / "streamgen" / "families").glob("*/family.yaml")))
+    assert folders == FAMILIES == tuple(models.DESCRIPTORS) == tuple(models.FAMILIES)
+    assert {"autoregressive", "bidirectional", "diffusion_gemma", "refusion"} <= set(FAMILIES)  # the glob found them
+    assert tuple(FORWARD_RULES) == FAMILIES
+    assert all(d.name == name for name, d in models.DESCRIPTORS.items())
     assert all(plugin.name == name for name, plugin in models.FAMILIES.items())
+
+
+def test_family_facts_come_from_the_family_folders(tmp_path: Path) -> None:
+    from streamgen.config import families
+
+    (tmp_path / "b_family").mkdir()
+    (tmp_path / "b_family" / "family.yaml").write_text("verifier_modes: true\ntiny_archs: [x, y]\n"
+                                                       "deviations: {zed: null, alpha: false}\n")
+    (tmp_path / "a_family").mkdir()
+    (tmp_path / "a_family" / "family.yaml").write_text("tiny_archs: [z]\n")
+    (tmp_path / "not_a_family").mkdir()  # a folder without family.yaml is no family
+    facts = families.read_facts(tmp_path)
+    assert [f.name for f in facts] == ["a_family", "b_family"]
+    assert facts[0] == families.FamilyFacts("a_family", False, ("z",), {})
+    assert facts[1].verifier_modes and facts[1].tiny_archs == ("x", "y")
+    assert list(facts[1].deviations.items()) == [("zed", None), ("alpha", False)]  # the order fingerprints see
+    (tmp_path / "a_family" / "family.yaml").write_text("verifier_mode: true\n")
+    with pytest.raises(ValueError, match=r"a_family/family.yaml: keys are .* fix \['verifier_mode'\]"):
+        families.read_facts(tmp_path)
+    # the real folders: the facts the config used to spell out as tuples
+    assert families.VERIFIER_MODE_FAMILIES == ("bidirectional", "diffusion_gemma")
+    assert families.TINY_ARCHS == ("llama", "qwen3", "gemma3", "llada", "dream", "diffusion_gemma")
+    assert list(families.DIFFUSION_DEVIATIONS) == ["bidirectional", "refusion"]
+    assert set(families.PREFLIGHT_BUILT_FAMILIES) == {"autoregressive", "refusion", "bidirectional"}
+    assert set(families.FROM_PRETRAINED_FAMILIES) == {"autoregressive", "refusion", "diffusion_gemma"}
+    assert families.DIFFUSION_DEVIATIONS["refusion"] == {
+        "block_length": None, "cap_gen_length": False, "stop_on_every_eos": False, "suppress_mask_logit": False}
 
 
 @pytest.mark.parametrize(("name", "model_class"), [

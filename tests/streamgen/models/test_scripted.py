@@ -13,7 +13,7 @@ import pytest
 
 from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.config import ConfigError, model_config
-from streamgen.models.registry import load_decoder
+from streamgen.families.registry import load_decoder
 from streamgen.models.scripted import SCRIPTS, pool_tokens
 from streamgen.stream import StreamRequest, run_pair
 from tests.support.forward_count import counting_calls

@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from streamgen.config import ModelConfig
-from streamgen.models.registry import FAMILIES
+from streamgen.families.registry import FAMILIES
 from streamgen.models.tokenizers import tiny_tokenizer
 from streamgen.models.weights import ModelLoadError, tiny_model
 
@@ -65,8 +65,8 @@ def test_a_transformers_family_refuses_a_weight_of_another_shape(tmp_path: Path)
 
 def bidir_folder(folder: Path, arch: str) -> tuple[Path, str, str]:
     """A LLaDA or Dream checkpoint folder (its own parameter names) and one of its weight names."""
-    from streamgen.decoding.bidir_models import tiny_spec
-    from tests.streamgen.decoding.test_bidir_models import VOCAB, _dream_checkpoint, _llada_checkpoint
+    from streamgen.families.bidirectional.model import tiny_spec
+    from tests.streamgen.families.test_bidir_models import VOCAB, _dream_checkpoint, _llada_checkpoint
     from tests.streamgen.models.test_checkpoint_io import LLADA_CONFIG
 
     folder.mkdir()
@@ -111,7 +111,7 @@ def test_the_bidirectional_family_refuses_an_int8_weight(tmp_path: Path) -> None
 
 
 def test_diffusion_gemma_refuses_a_renamed_weight(tmp_path: Path) -> None:
-    from streamgen.decoding.diffusion_gemma import tiny_diffusion_gemma
+    from streamgen.families.diffusion_gemma.plugin import tiny_diffusion_gemma
 
     tok = tiny_tokenizer()
     model = tiny_diffusion_gemma(1, len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
@@ -134,7 +134,7 @@ def test_diffusion_gemma_refuses_a_renamed_weight(tmp_path: Path) -> None:
 def test_a_decoder_is_not_built_over_a_tokenizer_without_a_chat_template(tmp_path: Path) -> None:
     """What the pre-flight refuses is refused again where the decoder is built (a loader called directly)."""
     from streamgen.config import ConfigError
-    from streamgen.models.registry import load_decoder
+    from streamgen.families.registry import load_decoder
 
     folder = saved(tmp_path / "llama", tiny_model("llama", seed=1))
     meta = json.loads((folder / "tokenizer_config.json").read_text())

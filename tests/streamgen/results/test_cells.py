@@ -12,7 +12,7 @@ from jobs.grid.shards import Cell
 from jobs.run.rows import shard_context
 from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.config import benchmark_config, grid_config, model_config
-from streamgen.models.registry import load_decoder
+from streamgen.families.registry import load_decoder
 from streamgen.results.cells import cell_fingerprint, effective_system_prompt
 from streamgen.stream import run_pair
 

@@ -25,15 +25,9 @@ import pytest
 
 from jobs.grid.gpu_hours import example_cost
 from streamgen.config import REPO_ROOT, model_config
+from streamgen.families.diffusion_gemma.forward_rule import dg_shape, diffusion_gemma
 from streamgen.sizing.devices import DEVICES
-from streamgen.sizing.forward_counts import (
-    Decode,
-    answer_positions,
-    decode_rule,
-    dg_shape,
-    diffusion_gemma,
-    total_forwards,
-)
+from streamgen.sizing.forward_counts import Decode, answer_positions, decode_rule, total_forwards
 from streamgen.sizing.parameters import ModelSize
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

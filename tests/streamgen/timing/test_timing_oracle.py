@@ -26,8 +26,8 @@ from analysis.simulate import SIM_POLICIES, Script, simulate_once
 from streamgen.acceptance_rules import Greedy
 from streamgen.config import LIVE_POLICIES, POLICIES, model_config
 from streamgen.decoding.meter import ForwardMeter
+from streamgen.families.registry import load_decoder
 from streamgen.live import LiveSettings, run_stream_live
-from streamgen.models.registry import load_decoder
 from streamgen.stream import StreamRequest
 from streamgen.timing.costmodel import LinearCost
 from streamgen.timing.policies import Policy, PolicyOutcome, StepFacts, evaluate

@@ -1,0 +1,1 @@
+"""Tests of streamgen/config/: schemas, loading, validation and strict checks."""
