@@ -59,7 +59,7 @@ def put_checkout_on_worker_path() -> None:
     """Local Ray workers inherit our environment: put this checkout first on their PYTHONPATH, so
     they unpickle actors and tasks from the same code as the driver (a fresh clone run as a script
     must not pick up another installed copy of streamgen)."""
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])  # jobs/run/local_ray.py → the checkout
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if not parts or parts[0] != root:
         os.environ["PYTHONPATH"] = os.pathsep.join([root, *[p for p in parts if p != root]])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,14 @@ def test_only_the_slurm_kind_reads_slurms_variables(monkeypatch: pytest.MonkeyPa
     root = Path(__file__).resolve().parents[3] / "jobs"
     readers = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if '"SLURM' in p.read_text())
     assert readers == ["cluster/slurm.py"]
+
+
+def test_local_ray_puts_this_checkout_first_on_the_workers_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray workers unpickle actors from PYTHONPATH's first entry: it must be the checkout (a module moved one
+    folder deeper once put jobs/ there, and a workflow started elsewhere lost streamgen in its workers)."""
+    from jobs.run import local_ray
+
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    local_ray.put_checkout_on_worker_path()
+    first = Path(os.environ["PYTHONPATH"].split(os.pathsep)[0])
+    assert (first / "streamgen" / "__init__.py").is_file() and (first / "jobs" / "run" / "local_ray.py").is_file()
