@@ -5,11 +5,13 @@ package may import which). Each package's face (its ``__init__.py``) names its m
 
 Packages:
 
+    config/       structured configuration by concern: schemas, YAML + key=value, validate-all (the face re-exports)
     requests/     the request as the user composes it: example request, segments, chat turns (no model, no torch)
     timing/       the timing model, torch-free, shared by the live run and analysis
     results/      results identity: what a row is, which files count, the cell and its fingerprint
-    models/       model loading, the family registry, the designed test models
-    decoding/     the decoders of the four families, a rule applied to a verify forward, the forward meter
+    models/       model loading for every family: weights, checkpoints, RoPE precision, the designed test models
+    decoding/     what every decoder shares: the Decoder protocol, the plug-in shape, a rule applied to a verify forward, the meter
+    families/     one folder per model family (decoder, forward rule, model code, settings) and their registry
     sizing/       sizing before a run: forwards per decode, parameters, device seconds (read by the estimate)
     benchmarks/   benchmarks as data plus a few named functions: load, render the request, segment, score
     scoring/      the sandbox, code extraction, pass@1 and token F1
@@ -19,8 +21,6 @@ Packages:
 
 Modules:
 
-    config.py            omegaconf schemas (grid, model, benchmark, cluster), YAML + key=value, validate-all
-    config_checks.py     strict grid values (bounds, no duplicates) and overrides that cannot merge, as problem lines
     stream.py            the paired base/stream run of one example; residual vs speculative cost
     shared_example.py    one example's base run once and every cell's stream through one tree of steps
     stream_tree.py       each distinct stream step computed once: cells fork where their rules answer differently

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from jobs.run.actors import ModelActor
 from jobs.grid.plan import GridPlan, plan_grid
-from jobs.grid.units import group_shards
 from jobs.grid.shard_tasks import DecodedShard
+from jobs.grid.units import group_shards
+from jobs.run.actors import ModelActor
 from streamgen import shared_example as shared
 from streamgen import warmup
 from streamgen.config import grid_config

@@ -13,8 +13,8 @@ import pytest
 from analysis.population import paragraph_ends
 from analysis.post_hoc import arrivals_at
 from analysis.typing_table import step_columns, step_facts
-from jobs.run.rows import step_rows
 from jobs.grid.shards import expand_cells, expand_shards
+from jobs.run.rows import step_rows
 from streamgen.config import ConfigError, CorrectionsConfig, grid_config, validate_corrections
 from streamgen.decoding.base import Generation, StepResult
 from streamgen.decoding.meter import MeterReading
