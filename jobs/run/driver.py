@@ -37,7 +37,7 @@ from jobs.grid.unit_sizing import unit_timeouts
 from jobs.grid.units import group_shards
 from jobs.run import spool, stop_signals
 from jobs.run.actors import spawn_actor_for, submit_unit
-from jobs.run.local_ray import start_ray, stop_ray
+from jobs.run.local_ray import RayStartError, start_ray, stop_ray
 from jobs.run.progress import GridProgress
 from jobs.run.rows import ShardRows, failed_shard_rows, remote_score_unit
 from jobs.run.scheduler import Decoded, Finished, Scheduler, WorkUnit
@@ -93,7 +93,10 @@ def _run_locked(plan: GridPlan, lock: results_dir.ResultsLock, stops: stop_signa
     status, stop = "failed", None
     try:
         t0 = time.perf_counter()
-        session = start_ray(grid.ray, default_num_cpus=grid.workers + grid.score_workers)
+        try:
+            session = start_ray(grid.ray, default_num_cpus=grid.workers + grid.score_workers)
+        except RayStartError as exc:
+            raise GridAborted(str(exc)) from None
         stops.install()  # ray.init put its own SIGTERM handlers in place of ours
         summary.timings.ray_start_s = time.perf_counter() - t0
         run = GridRun(plan, todo, summary, bar, use_gpu=_cluster_gpus() >= 1, stops=stops, spool_dir=spool_folder,

@@ -112,17 +112,82 @@ def start_ray(cfg: RayConfig, *, default_num_cpus: int) -> RaySession:
     num_cpus = cfg.num_cpus if cfg.num_cpus is not None else default_num_cpus
     log.info("starting local Ray on %s: num_cpus=%s num_gpus=%s object_store=%d MiB",
              LOOPBACK, num_cpus, cfg.num_gpus, cfg.object_store_mb)
-    ray.init(
-        address="local",  # always a new instance: never attach to another user's Ray on this host
-        num_cpus=num_cpus,
-        num_gpus=cfg.num_gpus,
-        include_dashboard=False,
-        object_store_memory=cfg.object_store_mb * 1024 * 1024,
-        _node_ip_address=LOOPBACK,
-        log_to_driver=True,
-        configure_logging=False,
-    )
-    return RaySession(owned=True, address=None)
+    for attempt in range(1, START_ATTEMPTS + 1):
+        before = _descendants(os.getpid())
+        try:
+            ray.init(
+                address="local",  # always a new instance: never attach to another user's Ray on this host
+                num_cpus=num_cpus,
+                num_gpus=cfg.num_gpus,
+                include_dashboard=False,
+                object_store_memory=cfg.object_store_mb * 1024 * 1024,
+                _node_ip_address=LOOPBACK,
+                log_to_driver=True,
+                configure_logging=False,
+            )
+            return RaySession(owned=True, address=None)
+        except Exception as exc:  # Ray raises a bare Exception for this one
+            if not is_start_timeout(exc):
+                raise
+            _stop_orphans(_descendants(os.getpid()) - before)  # the half-started head: its GCS and raylet
+            load = os.getloadavg()[0]
+            if attempt == START_ATTEMPTS:
+                raise RayStartError(
+                    f"local Ray did not start: its raylet did not register within Ray's 30 s, {START_ATTEMPTS} "
+                    f"times (load average {load:.1f} on {os.cpu_count()} CPUs). Rerun when the machine is less "
+                    f"busy (finished shards are kept), or give it fewer processes: workers=1 score_workers=1"
+                ) from None
+            log.warning("local Ray did not start within Ray's 30 s (load average %.1f on %s CPUs): "
+                        "starting it again (attempt %d of %d)", load, os.cpu_count(), attempt + 1, START_ATTEMPTS)
+    raise AssertionError("unreachable")
+
+
+START_ATTEMPTS = 3  # Ray gives a new node's raylet a fixed 30 s to register (ray/_private/node.py)
+
+
+class RayStartError(RuntimeError):
+    """Local Ray could not start, even after :data:`START_ATTEMPTS` tries; the message names the fix."""
+
+
+def is_start_timeout(exc: BaseException) -> bool:
+    """Ray's own words when a new node's raylet does not register in time (a loaded machine)."""
+    return "timed out during startup" in str(exc)
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (read from /proc: Linux)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended while we looked
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _stop_orphans(pids: set[int]) -> None:
+    """Kill what a failed ``ray.init`` left running (Ray forgets a node it could not finish starting)."""
+    import signal
+
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        import ray
+
+        ray.shutdown()  # whatever global state the attempt did set
+    except Exception as exc:  # noqa: BLE001 - best effort after a failed start
+        log.debug("ray.shutdown after a failed start: %s", exc)
 
 
 def stop_ray(session: RaySession) -> None:

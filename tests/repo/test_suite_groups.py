@@ -18,6 +18,7 @@ NOT_MACHINE = {
     "test_analysis_report.py": "names full_grid.py in an error message it checks",
     "test_analysis_stats.py": "names full_grid.py in an error message it checks",
     "test_help.py": "runs the workflows' --help only",
+    "test_local_ray.py": "its ray.init is a stand-in: no Ray starts",
     "test_snapshot_resume.py": "its submit_grid is refused by the pre-flight before anything is queued",
 }
 
