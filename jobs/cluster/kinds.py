@@ -1,9 +1,9 @@
 """The cluster kinds, by the ``executor`` name of ``configs/cluster/*.yaml``: the one list of those names.
 
 Adding a kind: one module in ``jobs/cluster/`` with a class that has :class:`~jobs.cluster.kind_protocol.ClusterKind`'s
-members, one line in :data:`KINDS`, one YAML in ``configs/cluster/`` and one README line. ``streamgen.config.EXECUTORS``
-repeats the names because ``streamgen/`` cannot import ``jobs/`` (docs/design.md, "Layers");
-tests/jobs/cluster/test_kinds.py keeps the two and the YAMLs' executors equal.
+members, one line in :data:`KINDS`, one YAML in ``configs/cluster/`` and one README line. The config keeps no
+list of its own (``streamgen/`` cannot import ``jobs/``): an unknown executor is refused here, by
+:func:`cluster_kind`; tests/jobs/cluster/test_kinds.py keeps KINDS and the YAMLs' executors equal.
 """
 
 from __future__ import annotations

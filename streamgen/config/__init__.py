@@ -23,7 +23,7 @@ The package, one concern per module; this face re-exports the names the rest of 
 - ``checks``: strict values and override paths that cannot merge (needs nothing of the rest).
 """
 
-from streamgen.config.cluster import EXECUTORS, ClusterConfig
+from streamgen.config.cluster import ClusterConfig
 from streamgen.config.errors import ConfigError, raise_if_problems
 from streamgen.config.families import (
     DIFFUSION_DEVIATIONS,
@@ -85,7 +85,7 @@ from streamgen.config.validation import (
 )
 
 __all__ = [
-    "DEVICE_NAMES", "DIFFUSION_DEVIATIONS", "DTYPES", "ESTIMATE_ONLY_MODEL_FIELDS", "EXECUTORS", "FAMILIES",
+    "DEVICE_NAMES", "DIFFUSION_DEVIATIONS", "DTYPES", "ESTIMATE_ONLY_MODEL_FIELDS", "FAMILIES",
     "GRANULARITIES", "LIVE_POLICIES", "LM_EVAL_PREFIX", "LM_EVAL_UNRESOLVED", "METRICS", "MODEL_SOURCES",
     "POLICIES", "REPO_ROOT", "RULE_PARAM_LISTS", "TINY_ARCHS", "TYPIST_PRESETS", "VERIFIER_MODE_FAMILIES",
     "BenchmarkConfig", "ClusterConfig", "ConfigError", "CorrectionsConfig", "Family", "GridConfig", "ModelConfig",

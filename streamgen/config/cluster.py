@@ -1,10 +1,9 @@
-"""Where the grid's driver runs: the cluster config (``configs/cluster/<name>.yaml``) and the executors."""
+"""Where the grid's driver runs: the cluster config (``configs/cluster/<name>.yaml``).
+Its ``executor`` names a cluster kind: the kinds and their one list of names are in ``jobs/cluster/kinds.py``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-EXECUTORS = ("local", "debug", "slurm")
 
 
 @dataclass(frozen=True)

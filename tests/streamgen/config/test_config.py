@@ -35,7 +35,9 @@ def _validate(kind: str, cfg) -> list[str]:
         return config.validate_grid(cfg)
     if kind == "adapt":
         return validate_adapt(cfg)
-    return [] if cfg.executor in config.EXECUTORS else [f"executor={cfg.executor!r}"]
+    from jobs.cluster.kinds import KINDS
+
+    return [] if cfg.executor in KINDS else [f"executor={cfg.executor!r}"]
 
 
 def test_there_are_configs_of_every_kind() -> None:
