@@ -2,7 +2,7 @@
 
 Run by ``jobs.grid.plan.plan_grid`` (so by ``--dry-run`` and at the start of every run). For each model
 with ``source: hub`` or ``source: local`` (tiny, scripted and packaged models have nothing to check
-here), :mod:`streamgen.models.hub_cache` finds its snapshot and :mod:`streamgen.models.checkpoints` says
+here), :mod:`streamgen.models.hub_cache` finds its snapshot and :mod:`streamgen.models.checkpoint_facts` says
 whether its files are whole, whether its config builds the model (the families it can build), whether its
 weights fit one to one and whether its EOS, mask ids and chat template agree with its YAML. A hub model's
 configured revision (None: ``main``) is resolved to the snapshot's commit, and the model config the
@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from streamgen.config import ConfigError, GridConfig, ModelConfig, model_config
-from streamgen.families.checkpoints import checkpoint_problems
+from streamgen.families.checkpoint_match import checkpoint_problems
 from streamgen.models.hub_cache import (
     Snapshot,
     fetch_again,

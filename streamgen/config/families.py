@@ -64,6 +64,6 @@ so a run that turns one on never shares a fingerprint with one that does not (do
 TINY_ARCHS: tuple[str, ...] = tuple(arch for f in _FACTS for arch in f.tiny_archs)
 """Every family's ``source: tiny`` architectures."""
 PREFLIGHT_BUILT_FAMILIES: tuple[Family, ...] = tuple(f.name for f in _FACTS if f.preflight_builds)
-"""The families whose model the pre-flight builds on the meta device (streamgen/families/checkpoints.py)."""
+"""The families whose model the pre-flight builds on the meta device (streamgen/families/checkpoint_match.py)."""
 FROM_PRETRAINED_FAMILIES: tuple[Family, ...] = tuple(f.name for f in _FACTS if f.from_pretrained)
 """The families transformers' ``from_pretrained`` loads (it finds shards through the index only)."""

@@ -3,7 +3,7 @@
 The stream procedure (`streamgen.stream`) only talks to :class:`Decoder` and :class:`StreamSession`,
 so autoregressive, ReFusion, bidirectional and DiffusionGemma decoders are interchangeable behind it.
 The vocabulary they share lives in leaf modules: the forward meter (:mod:`streamgen.decoding.meter`),
-acceptance rules (:mod:`streamgen.decoding.acceptance`) and chat messages (:mod:`streamgen.requests.chat`).
+acceptance rules (:mod:`streamgen.decoding.verification`) and chat messages (:mod:`streamgen.requests.chat`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import torch
 
-from streamgen.decoding.acceptance import Verification
+from streamgen.decoding.verification import Verification
 
 
 def to_host(*tensors: torch.Tensor) -> list[list[float]]:

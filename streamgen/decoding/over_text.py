@@ -12,8 +12,8 @@ import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Self
 
-from streamgen.decoding.acceptance import cut_draft
 from streamgen.decoding.stops import stop_length
+from streamgen.decoding.verification import cut_draft
 from streamgen.requests.chat import Message
 
 if TYPE_CHECKING:

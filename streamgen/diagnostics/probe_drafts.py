@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from streamgen.acceptance_rules import AcceptanceRule, column_param, make_rule
 from streamgen.config import VERIFIER_MODE_FAMILIES, ConfigError, check_tau
-from streamgen.decoding.acceptance import Verification, accepted_length
+from streamgen.decoding.verification import Verification, accepted_length
 from streamgen.requests.chat import Message
 from streamgen.results.records import SCHEMA_VERSION, ProbeRecord
 from streamgen.results.result_files import readable_files

@@ -12,7 +12,7 @@ settings and sampler where it has them; ``family.yaml``, data, says what the con
 - ``diffusion_gemma/``: transformers' block diffusion (decoder, the denoising ``canvas``).
 
 Above the folders: :mod:`~streamgen.families.registry` (the families' descriptors listed explicitly; their
-plug-ins, forward rules and cell checks; ``load_decoder``) and :mod:`~streamgen.families.checkpoints` (a
+plug-ins, forward rules and cell checks; ``load_decoder``) and :mod:`~streamgen.families.checkpoint_match` (a
 checkpoint against its family's model). Adding a family: a folder (face, ``family.yaml``, decoder, forward
 rule) and one entry in the registry. A family folder never
 imports these (tests/repo/test_import_direction.py).

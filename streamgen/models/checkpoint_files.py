@@ -1,7 +1,7 @@
 """A checkpoint's files read as if any of them may be damaged: JSON files, safetensors headers, the weight map.
 
 Nothing here reads tensor data. Each damage the reader can meet is one :class:`CheckpointFileError`
-whose message names the file, what is wrong with it and the fix; :mod:`streamgen.models.checkpoints`
+whose message names the file, what is wrong with it and the fix; :mod:`streamgen.models.checkpoint_facts`
 prefixes the model's name and hands it to the pre-flight as one line:
 
 - a JSON file that is empty, not JSON, or JSON of another shape (:func:`read_json`);

@@ -23,13 +23,13 @@ import torch
 
 from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import ConfigError, ModelConfig
-from streamgen.decoding.acceptance import Verification, accepted_length, cut_draft, draft_is_complete
 from streamgen.decoding.base import Family, Generation, StepResult, common_prefix_length
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import to_host
 from streamgen.decoding.meter import ForwardMeter, device_synchronizer
 from streamgen.decoding.numerics import margin_in_spacings
 from streamgen.decoding.stops import StopStrings
+from streamgen.decoding.verification import Verification, accepted_length, cut_draft, draft_is_complete
 from streamgen.requests.chat import Message, render_plain
 
 log = logging.getLogger(__name__)

@@ -36,11 +36,11 @@ import torch
 
 from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import ConfigError
-from streamgen.decoding.acceptance import Verification, accepted_length
 from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.memo import Decoded, DecodeMemo
 from streamgen.decoding.over_text import OverText
+from streamgen.decoding.verification import Verification, accepted_length
 from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
 from streamgen.families.bidirectional.model import BidirLM
 from streamgen.families.bidirectional.sampler import (

@@ -29,10 +29,10 @@ import torch
 
 from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import ConfigError
-from streamgen.decoding.acceptance import Verification, accepted_length, draft_is_complete
 from streamgen.decoding.base import Family, Generation, StepResult
 from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.over_text import OverText
+from streamgen.decoding.verification import Verification, accepted_length, draft_is_complete
 from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
 from streamgen.requests.chat import Message
 

@@ -34,11 +34,11 @@ import torch
 
 from streamgen.acceptance_rules import AcceptanceRule
 from streamgen.config import ConfigError, ModelConfig
-from streamgen.decoding.acceptance import Verification, accepted_length, draft_is_complete
 from streamgen.decoding.base import Family, Generation, StepResult, common_prefix_length
 from streamgen.decoding.family import FamilyPlugin
 from streamgen.decoding.host import verification_from_probs
 from streamgen.decoding.over_text import OverText
+from streamgen.decoding.verification import Verification, accepted_length, draft_is_complete
 from streamgen.families.autoregressive import decoder as autoregressive
 from streamgen.families.autoregressive.decoder import AutoregressiveDecoder
 from streamgen.families.refusion.settings import (  # noqa: F401 (re-exported: the decoder's settings)

@@ -13,8 +13,8 @@ import pytest
 
 from jobs.grid.checkpoint_preflight import preflight
 from streamgen.config import model_config
+from streamgen.models.checkpoint_facts import causal_lm_expected
 from streamgen.models.checkpoint_files import stored_weights
-from streamgen.models.checkpoints import causal_lm_expected
 from tests.support.checkpoint_cache import (
     COMMIT,
     STUDY_MODELS,

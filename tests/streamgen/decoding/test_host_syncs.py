@@ -24,7 +24,7 @@ from torch.overrides import TorchFunctionMode
 
 from streamgen.acceptance_rules import Threshold
 from streamgen.config import model_config
-from streamgen.decoding.acceptance import accepted_length
+from streamgen.decoding.verification import accepted_length
 from streamgen.families.registry import load_decoder
 
 # conversions that return host values (each one a device sync on CUDA); `to` only towards the CPU

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from streamgen.acceptance_rules import Greedy, Threshold, TieGuardUnsupported
 from streamgen.config import model_config
-from streamgen.decoding.acceptance import Verification, accepted_length
 from streamgen.decoding.numerics import margins_in_spacings, numerics_record, spacing, top2
+from streamgen.decoding.verification import Verification, accepted_length
 from streamgen.diagnostics.divergence import divergence, first_difference
 from streamgen.families.registry import load_decoder
 from streamgen.stream import StreamRequest, run_pair

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from streamgen.acceptance_rules import Greedy, Threshold
 from streamgen.config import ConfigError
-from streamgen.decoding.acceptance import accepted_length
 from streamgen.decoding.base import common_prefix_length
+from streamgen.decoding.verification import accepted_length
 from streamgen.families.autoregressive.decoder import (
     AutoregressiveDecoder,
     CacheRollbackError,

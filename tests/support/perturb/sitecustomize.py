@@ -8,7 +8,7 @@ pytest monkeypatch cannot. It does something only when BOTH hold:
 - this folder is on ``PYTHONPATH`` (nothing in the project puts it there), and
 - ``STREAMGEN_TEST_PERTURB=accept-off-by-one`` (or ``slow-examples``, below).
 
-Then ``streamgen.decoding.acceptance.accepted_length`` keeps ONE more draft token than the rule accepted
+Then ``streamgen.decoding.verification.accepted_length`` keeps ONE more draft token than the rule accepted
 (clipped to the draft), before any decoder imports it. The library has no hook of its own: no code
 under streamgen/ or jobs/ reads that variable, and ``workflows/nightly.py --update-baseline`` refuses
 to run while it is set, so a perturbed run can never become the baseline.
@@ -17,7 +17,7 @@ to run while it is set, so a perturbed run can never become the baseline.
 import os
 
 if os.environ.get("STREAMGEN_TEST_PERTURB") == "accept-off-by-one":
-    import streamgen.decoding.acceptance as _base
+    import streamgen.decoding.verification as _base
 
     _accepted_length = _base.accepted_length
 

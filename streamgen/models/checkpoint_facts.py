@@ -1,7 +1,7 @@
 """A checkpoint's facts read without its tensors: whether its files are whole and whether it fits the model.
 
 For one hub snapshot or local folder (:mod:`streamgen.models.hub_cache` finds it), without the network and
-without reading tensor data, :func:`streamgen.families.checkpoints.checkpoint_problems` says (with the parts here):
+without reading tensor data, :func:`streamgen.families.checkpoint_match.checkpoint_problems` says (with the parts here):
 
 - whether each file the loaders will read is whole (:mod:`streamgen.models.checkpoint_files`): config.json,
   generation_config.json, the safetensors index and headers (against each shard's length), the tokenizer

@@ -1,7 +1,7 @@
 """A checkpoint against its family's model: :func:`checkpoint_problems`, the pre-flight's one call per model.
 
 The family-independent parts (files whole, the weight map, the tokens, a transformers model built on the
-meta device) are :mod:`streamgen.models.checkpoints`; the family's own model (LLaDA / Dream: the in-project
+meta device) are :mod:`streamgen.models.checkpoint_facts`; the family's own model (LLaDA / Dream: the in-project
 :class:`~streamgen.families.bidirectional.model.BidirLM`) is built here, above the families, so the model
 side imports no family (docs/design.md, 'Layers').
 """
@@ -13,9 +13,7 @@ from typing import Any
 
 from streamgen.config import ModelConfig
 from streamgen.config.families import PREFLIGHT_BUILT_FAMILIES
-from streamgen.models.checkpoint_files import CheckpointFileError, StoredWeights, read_json, stored_weights
-from streamgen.models.checkpoint_tokens import id_field, token_problems, tokenizer_facts
-from streamgen.models.checkpoints import (
+from streamgen.models.checkpoint_facts import (
     ExpectedWeights,
     causal_lm_expected,
     file_problems,
@@ -23,6 +21,8 @@ from streamgen.models.checkpoints import (
     shapes_of,
     weight_problems,
 )
+from streamgen.models.checkpoint_files import CheckpointFileError, StoredWeights, read_json, stored_weights
+from streamgen.models.checkpoint_tokens import id_field, token_problems, tokenizer_facts
 
 
 def bidir_expected(style: str, raw: dict[str, Any]) -> ExpectedWeights:
