@@ -95,9 +95,12 @@ def test_a_registered_rules_config_problems_name_the_fix(floor_registered: None)
 
 
 def test_unregistered_rules_are_refused_by_name() -> None:
-    assert validate_acceptance(_grid()) == [
-        "acceptance='floor' is not one of ('greedy', 'threshold')",
-        "rule_params.p is set but acceptance lists no rule that takes p (none does): add one, or drop rule_params.p"]
+    # the registered names come from the registry, so a new rule changes no line here (docs/decoding.md)
+    assert validate_acceptance(_grid(rule_params={"floor_q": [0.7]})) == [
+        f"acceptance='floor' is not one of {tuple(acceptance_rules.RULES)}",
+        "rule_params.floor_q is set but acceptance lists no rule that takes floor_q (none does): add one, or drop "
+        "rule_params.floor_q"]
+    assert tuple(acceptance_rules.RULES)[:2] == ("greedy", "threshold")
 
 
 def test_the_sweep_keeps_the_grids_order_of_cells() -> None:
