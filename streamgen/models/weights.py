@@ -346,20 +346,25 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedMod
     return _from_folder(path, cfg, device)
 
 
-def _scripted(cfg: ModelConfig, device: str) -> LoadedModel:
-    """A scripted model (``path`` = behaviour), causal or bidirectional as its family decodes."""
+def _scripted(cfg: ModelConfig, device: str, *, bidirectional: bool = False) -> LoadedModel:
+    """A scripted model (``path`` = behaviour): causal, or ``bidirectional`` when the bidirectional family's
+    plug-in asks (a family whose scripted model differs builds its own: families/diffusion_gemma/scripted.py)."""
     from streamgen.models.rope import cast_keeping_rope_float32
-    from streamgen.models.scripted import scripted_diffusion_gemma, scripted_model
+    from streamgen.models.scripted import scripted_model
 
     tok = tiny_tokenizer()
     mask = dict(cfg.decoding).get("mask_token_id") or len(tok) - 1
-    if cfg.family == "diffusion_gemma":  # no mask token in the model: the id only gets probability 0
-        model: Any = scripted_diffusion_gemma(cfg.path, mask_token_id=len(tok) - 1)
-    elif cfg.path == "neartie":  # streamgen.models.scripted_tie: a designed verify-vs-decode flip
+    model: Any
+    if cfg.path == "neartie":  # streamgen.models.scripted_tie: a designed verify-vs-decode flip
         from streamgen.models.scripted_tie import near_tie_model
 
         model = near_tie_model(int(mask))
     else:
-        model = scripted_model(cfg.path, bidirectional=cfg.family == "bidirectional", mask_token_id=int(mask),
+        model = scripted_model(cfg.path, bidirectional=bidirectional, mask_token_id=int(mask),
                                shifted=dict(cfg.decoding).get("style") == "dream")
     return LoadedModel(cast_keeping_rope_float32(model, device=device, dtype=torch_dtype(cfg.dtype)), tok)
+
+
+def load_scripted(cfg: ModelConfig, device: str = "cpu", *, bidirectional: bool = False) -> LoadedModel:
+    """The scripted model of ``cfg`` (source ``scripted``), causal or bidirectional as its family's plug-in says."""
+    return _scripted(cfg, device, bidirectional=bidirectional)

@@ -42,8 +42,10 @@ def load_weights(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
     from streamgen.families.bidirectional.model import CheckpointError, tiny_bidir_model
     from streamgen.models.tokenizers import tiny_tokenizer
 
-    if cfg.source == "scripted":
-        return load_model_and_tokenizer(cfg, device)
+    if cfg.source == "scripted":  # streamgen.models.scripted, with bidirectional attention
+        from streamgen.models.weights import load_scripted
+
+        return load_scripted(cfg, device, bidirectional=True)
     arch = _checkpoint_arch(cfg)
     dtype = torch_dtype(cfg.dtype)
     if cfg.source == "tiny" and arch in BIDIR_ARCHS:

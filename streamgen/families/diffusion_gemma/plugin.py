@@ -16,7 +16,6 @@ from streamgen.models.rope import cast_keeping_rope_float32
 from streamgen.models.weights import (
     LoadedModel,
     ModelLoadError,
-    load_model_and_tokenizer,
     not_cached_line,
     strict_from_pretrained,
     torch_dtype,
@@ -29,13 +28,17 @@ from streamgen.models.weights import (
 
 def load_weights(cfg: ModelConfig, device: str = "cpu") -> LoadedModel:
     """Tiny → a seeded random ``DiffusionGemmaForBlockDiffusion`` with the offline tokenizer; scripted →
-    ``streamgen.models.scripted``; hub id or folder → ``DiffusionGemmaForBlockDiffusion.from_pretrained``
+    ``families/diffusion_gemma/scripted.py``; hub id or folder → ``DiffusionGemmaForBlockDiffusion.from_pretrained``
     (native transformers, no hub code)."""
     from streamgen.models.tokenizers import tiny_tokenizer
 
-    if cfg.source == "scripted":  # streamgen.models.scripted: answers by design
-        return load_model_and_tokenizer(cfg, device)
     dtype = torch_dtype(cfg.dtype)
+    if cfg.source == "scripted":  # families/diffusion_gemma/scripted.py: answers by design
+        from streamgen.families.diffusion_gemma.scripted import scripted_diffusion_gemma
+
+        tok = tiny_tokenizer()  # no mask token in the model: the id only gets probability 0
+        scripted = scripted_diffusion_gemma(cfg.path, mask_token_id=len(tok) - 1)
+        return LoadedModel(cast_keeping_rope_float32(scripted, device=device, dtype=dtype), tok)
     if cfg.source == "tiny":
         tok = tiny_tokenizer()
         model = tiny_diffusion_gemma(cfg.seed, len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
