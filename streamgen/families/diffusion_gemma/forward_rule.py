@@ -35,7 +35,7 @@ def dg_shape(cfg: ModelConfig) -> tuple[int, int, int]:
     """DiffusionGemma's (canvas length, max denoising steps, s_min) for ``cfg`` (docs/diffusion.md)."""
     from streamgen.families.diffusion_gemma.decoder import dg_settings_from
     from streamgen.families.diffusion_gemma.plugin import TINY_CANVAS
-    from streamgen.models.scripted import SCRIPTED_CANVAS
+    from streamgen.families.diffusion_gemma.scripted import SCRIPTED_CANVAS
 
     s = dg_settings_from(dict(cfg.decoding))
     steps = int(s.max_denoising_steps or DG_DEFAULT_STEPS)
