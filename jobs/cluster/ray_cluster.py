@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,10 +88,24 @@ def allocation_from_env(folder: Path, ray_cfg: RayConfig, task: TaskEnv) -> Allo
     )
 
 
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+def free_ports(host: str, n: int, taken: Collection[int] = ()) -> list[int]:
+    """``n`` distinct free ports, none in ``taken``. The sockets stay bound until all are chosen: ports asked
+    for one at a time can repeat (the kernel may hand a just-closed port out again), and ``ray start`` then
+    refuses two components on one port (seen in CI: the metrics exporter and the agent's gRPC port)."""
+    sockets: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < n:
+            s = socket.socket()
+            sockets.append(s)
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+            if port not in taken and port not in ports:
+                ports.append(port)
+    finally:
+        for s in sockets:
+            s.close()
+    return ports
 
 
 def node_ip(alloc: Allocation) -> str:
@@ -182,10 +196,13 @@ def _ray_env(ip: str, head: bool) -> dict[str, str]:
     return env
 
 
+AGENT_PORT_FLAGS = ("--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--metrics-export-port",
+                    "--runtime-env-agent-port")
+
+
 def _start(args: list[str], ip: str, alloc: Allocation, ray_cfg: RayConfig, address: str,
-           log_name: str, head: bool) -> RayProcess:
-    ports = {flag: free_port(ip) for flag in ("--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
-                                              "--metrics-export-port", "--runtime-env-agent-port")}
+           log_name: str, head: bool, taken: Collection[int] = ()) -> RayProcess:
+    ports = dict(zip(AGENT_PORT_FLAGS, free_ports(ip, len(AGENT_PORT_FLAGS), taken), strict=True))
     cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block", f"--node-ip-address={ip}",
            f"--num-cpus={alloc.num_cpus}", f"--num-gpus={alloc.num_gpus}",
            f"--object-store-memory={ray_cfg.object_store_mb * 1024 * 1024}", "--disable-usage-stats",
@@ -209,12 +226,13 @@ def _has_ray_client() -> bool:
 def start_head(alloc: Allocation, ray_cfg: RayConfig) -> RayProcess:
     """``ray start --head`` on a free port (returns at once; :func:`connect` waits for it)."""
     ip = node_ip(alloc)
-    port = free_port(ip)
+    port, client_port = free_ports(ip, 2)
     temp_dir = Path(tempfile.gettempdir()) / f"ray-{_run_key(alloc)}"  # not /tmp/ray: others' Ray lives there
     args = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp_dir}"]
     if _has_ray_client():  # else no client server starts at all; with grpc, not on the default 10001
-        args.append(f"--ray-client-server-port={free_port(ip)}")
-    proc = _start(args, ip, alloc, ray_cfg, f"{ip}:{port}", f"{alloc.job_id}_ray_head.log", head=True)
+        args.append(f"--ray-client-server-port={client_port}")
+    proc = _start(args, ip, alloc, ray_cfg, f"{ip}:{port}", f"{alloc.job_id}_ray_head.log", head=True,
+                  taken=(port, client_port))
     log.info("Ray head starting at %s (num_cpus=%d num_gpus=%d object_store=%d MiB), log %s",
              proc.address, alloc.num_cpus, alloc.num_gpus, ray_cfg.object_store_mb, proc.log_path)
     return proc
