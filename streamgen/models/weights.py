@@ -325,7 +325,7 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedMod
         model = cast_keeping_rope_float32(model, device=device, dtype=torch_dtype(cfg.dtype))
         return LoadedModel(model.eval(), tiny_tokenizer())
     if cfg.source == "scripted":
-        return _scripted(cfg, device)
+        return load_scripted(cfg, device)
     if cfg.source == "smollm2":
         return _from_folder(converted_gguf_folder(smollm2_gguf_path()), cfg, device)
     if cfg.source == "gemma3_270m":
@@ -346,7 +346,7 @@ def load_model_and_tokenizer(cfg: ModelConfig, device: str = "cpu") -> LoadedMod
     return _from_folder(path, cfg, device)
 
 
-def _scripted(cfg: ModelConfig, device: str, *, bidirectional: bool = False) -> LoadedModel:
+def load_scripted(cfg: ModelConfig, device: str = "cpu", *, bidirectional: bool = False) -> LoadedModel:
     """A scripted model (``path`` = behaviour): causal, or ``bidirectional`` when the bidirectional family's
     plug-in asks (a family whose scripted model differs builds its own: families/diffusion_gemma/scripted.py)."""
     from streamgen.models.rope import cast_keeping_rope_float32
@@ -363,8 +363,3 @@ def _scripted(cfg: ModelConfig, device: str, *, bidirectional: bool = False) -> 
         model = scripted_model(cfg.path, bidirectional=bidirectional, mask_token_id=int(mask),
                                shifted=dict(cfg.decoding).get("style") == "dream")
     return LoadedModel(cast_keeping_rope_float32(model, device=device, dtype=torch_dtype(cfg.dtype)), tok)
-
-
-def load_scripted(cfg: ModelConfig, device: str = "cpu", *, bidirectional: bool = False) -> LoadedModel:
-    """The scripted model of ``cfg`` (source ``scripted``), causal or bidirectional as its family's plug-in says."""
-    return _scripted(cfg, device, bidirectional=bidirectional)
