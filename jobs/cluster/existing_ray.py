@@ -40,7 +40,7 @@ from streamgen.results.results_dir import ResultsDirError
 log = logging.getLogger(__name__)
 
 ADDRESS_ENV = "RAY_ADDRESS"
-ADDRESS_FORMS = "auto, ray://HOST:10001 or HOST:PORT (the head's GCS port, 6379 by default)"
+ADDRESS_FORMS = "auto, ray://HOST:10001 or HOST:6379 (the head's GCS port)"
 CONNECT_TIMEOUT_S = 10.0  # the TCP check before ray.init, which otherwise retries for minutes
 PROBE_TIMEOUT_S = 180.0  # every node's probe task, together (a busy cluster may start a worker slowly)
 PROBE_DIR = ".reach"  # under results_dir, removed after the probe
@@ -48,19 +48,26 @@ PROBE_DIR = ".reach"  # under results_dir, removed after the probe
 
 def address_problems(cluster: ClusterConfig) -> list[str]:
     """The cluster file's ``address`` is of a form Ray takes (null is fine: ``$RAY_ADDRESS`` then)."""
-    address = cluster.address
-    where = f"cluster {cluster.name}: address={address!r}"
-    if address is None or address == "auto":
+    if cluster.address is None:
+        return []
+    return form_problems(cluster.address, f"cluster {cluster.name}: address={cluster.address!r}",
+                         f"address: in configs/cluster/{cluster.name}.yaml")
+
+
+def form_problems(address: str, where: str, knob: str) -> list[str]:
+    """``address`` (named ``where``, set by ``knob``) is one of :data:`ADDRESS_FORMS`."""
+    if address == "auto":
         return []
     if address == "local":
-        return [f"{where} would start a new Ray, not attach to one: use cluster=local for that, or give the "
-                f"running cluster's address ({ADDRESS_FORMS})"]
+        return [f"{where} would start a new Ray, not attach to one: use cluster=local for that, or set {knob} to "
+                f"the running cluster's address, one of: {ADDRESS_FORMS}"]
     if address.startswith(("http://", "https://")):
         return [f"{where} is the dashboard's address (what `ray job submit --address` takes); the driver attaches "
-                f"at {ADDRESS_FORMS}: e.g. {_host(address)}:6379, or leave address: null under `ray job submit`"]
+                f"at the head's GCS port: set {knob} to e.g. {_host(address)}:6379 (under `ray job submit`, "
+                "Ray sets RAY_ADDRESS to it: leave address: null)"]
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
-        return [f"{where} is not one of {ADDRESS_FORMS}: fix address: in configs/cluster/{cluster.name}.yaml"]
+        return [f"{where} is not one of: {ADDRESS_FORMS}: fix {knob}"]
     return []
 
 
@@ -69,18 +76,22 @@ def _host(url: str) -> str:
 
 
 def resolve_address(cluster: ClusterConfig, environ: Mapping[str, str] = os.environ) -> str:
-    """The address to attach at: the cluster file's ``address`` when set, else ``$RAY_ADDRESS``."""
+    """The address to attach at: the cluster file's ``address`` when set, else ``$RAY_ADDRESS``; either is
+    checked for its form (ConfigError naming the fix)."""
+    title = f"cluster {cluster.name!r}"
     env = environ.get(ADDRESS_ENV) or None
     if cluster.address:
         if env and env != cluster.address:
             log.info("attaching at address=%s of configs/cluster/%s.yaml; %s=%s is not used (the file wins)",
                      cluster.address, cluster.name, ADDRESS_ENV, env)
+        raise_if_problems(address_problems(cluster), title)
         return cluster.address
     if env:
+        raise_if_problems(form_problems(env, f"{ADDRESS_ENV}={env!r}", ADDRESS_ENV), title)
         return env
     raise ConfigError([f"cluster {cluster.name}: no Ray cluster to attach to: set {ADDRESS_ENV} (`ray job submit` "
-                       f"sets it) or address: in configs/cluster/{cluster.name}.yaml ({ADDRESS_FORMS})"],
-                      f"cluster {cluster.name!r}")
+                       f"sets it) or address: in configs/cluster/{cluster.name}.yaml, to one of: {ADDRESS_FORMS}"],
+                      title)
 
 
 def check_answers(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
@@ -96,7 +107,7 @@ def check_answers(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
 
 def _unreachable(address: str, why: str) -> str:
     return (f"nobody answers at {address} ({why}): is the cluster up? `ray status --address {address}` on the "
-            f"head says; set {ADDRESS_ENV} or address: in the cluster file to its address ({ADDRESS_FORMS})")
+            f"head says; set {ADDRESS_ENV} or address: in the cluster file to its address, one of: {ADDRESS_FORMS}")
 
 
 def connect(address: str) -> None:
@@ -271,7 +282,6 @@ class RayKind:
     def prepare(self, grid: GridConfig, cluster: ClusterConfig) -> GridConfig:
         """Attach, check the cluster against the work and every node's reach of ``results_dir`` (the module's
         steps 1-4); the grid to run, its ``results_dir`` absolute (the actors resolve no relative path)."""
-        raise_if_problems(address_problems(cluster), f"cluster {cluster.name!r}")
         address = resolve_address(cluster)
         raise_if_problems(working_dir_problems(grid.results_dir, Path.cwd()), "results_dir cannot be used here")
         connect(address)

@@ -61,12 +61,19 @@ def test_no_address_at_all_is_one_line_naming_both_ways_to_give_one() -> None:
 
 @pytest.mark.parametrize(("address", "says"), [
     ("http://head:8265", "the dashboard's address"), ("local", "would start a new Ray"),
-    ("head", "is not one of auto, ray://HOST:10001 or HOST:PORT"), ("ray://head:port", "is not one of"),
+    ("head", "is not one of: auto, ray://HOST:10001 or HOST:6379"), ("ray://head:port", "is not one of"),
 ])
 def test_an_address_ray_would_not_attach_at_is_one_line_with_the_fix(address: str, says: str) -> None:
+    """From the cluster file or from RAY_ADDRESS alike, each naming where to fix it."""
     (line,) = existing_ray.address_problems(_ray_cluster(address))
-    assert says in line and address in line
+    assert says in line and f"address={address!r}" in line and "configs/cluster/ray.yaml" in line
     assert KINDS["ray"].problems(_ray_cluster(address)) == [line]
+    with pytest.raises(ConfigError) as caught:
+        existing_ray.resolve_address(_ray_cluster(None), {"RAY_ADDRESS": address})
+    (from_env,) = caught.value.problems
+    assert says in from_env and f"RAY_ADDRESS={address!r}" in from_env
+    if address.startswith("http"):
+        assert "set RAY_ADDRESS to e.g. head:6379" in from_env
 
 
 @pytest.mark.parametrize("address", [None, "auto", "10.0.0.1:6379", "ray://head.example:10001"])
