@@ -11,6 +11,7 @@ grid refused in one message before anything is written, and a node whose results
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -235,6 +236,7 @@ def two_nodes() -> Iterator[RunningCluster]:
             ray.shutdown()  # this test's own connection
         for node in reversed(nodes):
             node.stop()
+        shutil.rmtree(folder, ignore_errors=True)  # the nodes' logs and Ray's session: all stopped now
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
         else:
