@@ -39,6 +39,8 @@ MACHINE_FILES = frozenset({
     "test_estimate_counts.py", "test_full_grid_cli.py", "test_grid_bad_day.py", "test_grid_e2e.py",
     "test_grid_fingerprints.py", "test_grid_scripted.py", "test_lm_eval_tasks.py", "test_nightly.py",
     "test_scheduler.py", "test_spool.py",
+    # a Ray cluster the test starts with `ray start` (a head and a second raylet)
+    "test_existing_ray.py",
     # a real browser
     "test_demo_browser.py", "test_view_browser.py",
 })

@@ -1,4 +1,4 @@
-"""The cluster: where the work runs (here, or as a submitit job on Slurm), and Ray across a job's nodes.
+"""The cluster: where the work runs (here, as a submitit job on Slurm, or on a running Ray cluster), and Ray across a job's nodes.
 
 The top room of ``jobs/``: it imports ``jobs.run``, ``jobs.grid`` and ``streamgen/``; nothing in
 ``jobs/`` imports it. One line per module, in import order:
@@ -10,6 +10,7 @@ The top room of ``jobs/``: it imports ``jobs.run``, ``jobs.grid`` and ``streamge
 - ``local``: the ``local`` kind: the work runs in this process on this machine; nothing is submitted.
 - ``debug``: the ``debug`` kind: submitit's in-process job on this machine, the path a Slurm job takes.
 - ``slurm``: the ``slurm`` kind: ``sbatch`` parameters, setup lines, the partition, Slurm's variables.
+- ``existing_ray``: the ``ray`` kind: the driver here attaches to a running Ray cluster, checked before any work.
 - ``kinds``: the kinds by executor name (``KINDS``), the one list of those names; ``cluster_kind(cluster)``.
 - ``executors``: the one dispatch (here, or one job through submitit), the checks before submitting,
   following a job, and the grid's job (``RayJob``, requeued on preemption); every difference between

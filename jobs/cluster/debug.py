@@ -37,3 +37,6 @@ class DebugKind:
 
     def task_env(self, default_cpus: int) -> TaskEnv:
         return TaskEnv(default_cpus, visible_gpus())
+
+    def prepare(self, grid: GridConfig, cluster: ClusterConfig) -> GridConfig:
+        return grid  # the driver starts its own Ray

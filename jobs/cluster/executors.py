@@ -76,8 +76,13 @@ def run_grid_on_cluster(grid: GridConfig, cluster: ClusterConfig | None = None) 
     )
 
     cluster = cluster or cluster_config(grid.cluster)
-    return run(cluster, here=functools.partial(run_grid, grid, cluster=cluster, shape=allocation(grid, cluster)),
-               job=functools.partial(submit_grid, grid, cluster))
+    kind = cluster_kind(cluster)
+
+    def here() -> Any:
+        ready = kind.prepare(grid, cluster)  # ray: attached, the cluster and results_dir checked
+        return run_grid(ready, cluster=cluster, shape=allocation(ready, cluster))
+
+    return run(cluster, here=here, job=functools.partial(submit_grid, grid, cluster))
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """What a cluster kind is: the :class:`ClusterKind` Protocol and the values its members return.
 
 A cluster kind is what ``executor:`` names in ``configs/cluster/<name>.yaml``: ``local`` (the work runs in
-this process), ``debug`` (submitit's in-process job) or ``slurm`` (an ``sbatch`` job). Every place that once
+this process), ``debug`` (submitit's in-process job), ``slurm`` (an ``sbatch`` job) or ``ray`` (the work runs in
+this process on a Ray cluster that is already up). Every place that once
 branched on that string asks the kind instead: the checks before submitting (:mod:`jobs.cluster.executors`),
 the allocation the resource rules see (:mod:`jobs.grid.allocation_fit`, through :class:`~jobs.grid.allocation_fit.Shape`),
 and what a job's task was given when it starts Ray (:mod:`jobs.cluster.ray_cluster`, through :class:`TaskEnv`).
@@ -62,6 +63,11 @@ class ClusterKind(Protocol):
 
     def task_env(self, default_cpus: int) -> TaskEnv:
         """Inside a job: the CPUs and GPUs this task was given, its node name and its requeue count."""
+        ...
+
+    def prepare(self, grid: GridConfig, cluster: ClusterConfig) -> GridConfig:
+        """Before the driver runs in this process (``runs_here``): what the kind must do first, and the grid to
+        run (``ray``: attach, check the running cluster and its nodes' reach of ``results_dir``)."""
         ...
 
 

@@ -9,12 +9,13 @@ list of its own (``streamgen/`` cannot import ``jobs/``): an unknown executor is
 from __future__ import annotations
 
 from jobs.cluster.debug import DebugKind
+from jobs.cluster.existing_ray import RayKind
 from jobs.cluster.kind_protocol import ClusterKind
 from jobs.cluster.local import LocalKind
 from jobs.cluster.slurm import SlurmKind
 from streamgen.config import ClusterConfig, ConfigError
 
-KINDS: dict[str, ClusterKind] = {kind.name: kind for kind in (LocalKind(), DebugKind(), SlurmKind())}
+KINDS: dict[str, ClusterKind] = {kind.name: kind for kind in (LocalKind(), DebugKind(), SlurmKind(), RayKind())}
 
 
 def unknown_kind_line(cluster: ClusterConfig) -> str:

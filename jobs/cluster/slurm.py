@@ -91,3 +91,6 @@ class SlurmKind:
         gpus = _int_env("SLURM_GPUS_ON_NODE")
         return TaskEnv(cpus, visible_gpus() if gpus is None else gpus, os.environ.get("SLURMD_NODENAME") or None,
                        os.environ.get("SLURM_RESTART_COUNT", "0"))
+
+    def prepare(self, grid: GridConfig, cluster: ClusterConfig) -> GridConfig:
+        return grid  # never runs here: the job starts Ray over its allocation (executors.RayJob)

@@ -25,6 +25,10 @@ With G GPUs per node, N nodes, W = ``workers``, S = ``score_workers`` and A mode
 - ``rehearsal: true`` (fake GPUs; actors run on CPU, :func:`jobs.run.actors.pick_device`) only with G ≥ 1
   and no hub model.
 
+A running cluster's shape (``Shape.fixed``: the ``ray`` kind, :mod:`jobs.cluster.existing_ray`) is read from the
+cluster itself, memory included (``Shape.mem_gib``); its size is given, so each fix names the work (``workers``,
+``score_workers``, the models) or more nodes, never a knob of the cluster file.
+
 What the work needs comes in as :class:`WorkFacts`: model bytes and unit seconds. :func:`known_facts`
 gives what is known without an estimate (tiny and scripted models are under ``SMALL_MODEL_BYTES``);
 an unknown value skips its part of a rule with a note, never silently.
@@ -86,6 +90,9 @@ class Shape:
     # (Slurm's); None: nothing does (a local run, a debug job)
     time_limit: str | None = None
     books_memory: bool = False  # each node is held to ``mem_gb`` (Slurm); False: memory is not checked
+    mem_gib: float | None = None  # per node, as a running cluster reports it (None: the cluster file's ``mem_gb``)
+    # a running cluster's shape, described (its address and nodes): what it has is given, not asked for
+    fixed: str | None = None
 
     @property
     def declared(self) -> int:
@@ -113,7 +120,7 @@ def check(grid: GridConfig, cluster: ClusterConfig, models: Mapping[str, ModelCo
     (``jobs.cluster.executors.allocation``: the cluster kind says what a local Ray or a job's is, and which
     limits bind it)."""
     facts = facts or known_facts(models)
-    where = f"cluster {cluster.name!r}"
+    where = f"cluster {cluster.name!r}" + (f" ({s.fixed})" if s.fixed else "")
     problems = [*_gpu_problems(grid, cluster, models, s, where), *_cpu_problems(grid, cluster, s, where)]
     notes: list[str] = []
     if s.books_memory:
@@ -129,14 +136,19 @@ def _gpu_problems(grid: GridConfig, cluster: ClusterConfig, models: Mapping[str,
     hub = sorted(n for n, cfg in models.items() if cfg.source in GPU_SOURCES)
     p: list[str] = []
     if hub and s.gpus_per_node < 1:
+        fix = ("add GPU nodes to the cluster, or run a smaller model set (e.g. models=[tiny-llama])" if s.fixed else
+               "use a GPU cluster file (e.g. cluster=slurm_a100) or set gpus_per_node ≥ 1")
         p.append(f"{where} gives no GPU, but {', '.join(hub)} load hub checkpoints: each model actor needs one "
-                 f"GPU; use a GPU cluster file (e.g. cluster=slurm_a100) or set gpus_per_node ≥ 1")
+                 f"GPU; {fix}")
     if s.declared >= 1 and grid.workers > s.gpus:  # GPUs found, not declared: the driver caps workers (a warning)
+        more = "add GPU nodes to the cluster" if s.fixed else "ask for more GPUs (nodes, gpus_per_node)"
         p.append(f"workers={grid.workers} but {where} has {s.nodes} node(s) × {s.declared} GPU(s) = {s.gpus}: "
-                 f"one model actor per GPU; set workers={s.gpus} or ask for more GPUs (nodes, gpus_per_node)")
+                 f"one model actor per GPU; set workers={s.gpus} or {more}")
     if cluster.rehearsal and s.gpus_per_node < 1:
+        fix = ("start its nodes with GPUs (ray start --num-gpus), or set rehearsal: false" if s.fixed else
+               "set gpus_per_node ≥ 1, or rehearsal: false")
         p.append(f"{where}: rehearsal: true rehearses GPU scheduling on fake GPUs but gpus_per_node="
-                 f"{cluster.gpus_per_node}: set gpus_per_node ≥ 1, or rehearsal: false")
+                 f"{s.gpus_per_node if s.fixed else cluster.gpus_per_node}: {fix}")
     if cluster.rehearsal and hub:
         p.append(f"{where}: rehearsal: true runs every model on CPU, but {', '.join(hub)} load hub checkpoints: "
                  "rehearse with tiny models (models=[tiny-llama,...]), or set rehearsal: false on real GPUs")
@@ -147,10 +159,14 @@ def _cpu_problems(grid: GridConfig, cluster: ClusterConfig, s: Shape, where: str
     need = s.actors_per_node + grid.score_workers
     if s.gpus_per_node < 1 or s.ray_cpus_per_node >= need:
         return []
-    knob = "ray.num_cpus" if grid.ray.num_cpus is not None else "cpus_per_task"  # a local Ray has W + S
+    if s.fixed:
+        fix = (f"lower score_workers or workers (they need {need} = {s.actors_per_node} + {grid.score_workers}), "
+               f"or add nodes with {need} CPUs or more")
+    else:
+        knob = "ray.num_cpus" if grid.ray.num_cpus is not None else "cpus_per_task"  # a local Ray has W + S
+        fix = f"set {knob}={need} or more ({s.actors_per_node} + {grid.score_workers}), or lower score_workers"
     return [f"{where}: Ray has {s.ray_cpus_per_node} CPU(s) per node, but {s.actors_per_node} GPU actor(s) there "
-            f"reserve one each and the {grid.score_workers} scorer(s) need theirs: set {knob}={need} or more "
-            f"({s.actors_per_node} + {grid.score_workers}), or lower score_workers"]
+            f"reserve one each and the {grid.score_workers} scorer(s) need theirs: {fix}"]
 
 
 def _memory(grid: GridConfig, cluster: ClusterConfig, facts: WorkFacts, s: Shape, where: str,
@@ -165,11 +181,15 @@ def _memory(grid: GridConfig, cluster: ClusterConfig, facts: WorkFacts, s: Shape
     need = store + s.actors_per_node * biggest + headroom
     models = (f"{s.actors_per_node} actor(s) × {biggest:.1f} GiB (the biggest model, loading at once)" if known
               else "the models (bytes not known yet: not counted)")
-    if cluster.mem_gb < need:
+    has = s.mem_gib if s.mem_gib is not None else cluster.mem_gb
+    if has < need:
+        given = f"a node has {has:.1f} GiB" if s.fixed else f"mem_gb={cluster.mem_gb}"
+        fix = (f"lower workers or run smaller models, or add nodes with {math.ceil(need)} GiB or more" if s.fixed else
+               f"set mem_gb={math.ceil(need)} or more, or lower workers / ray.object_store_mb")
         problems.append(
-            f"{where}: mem_gb={cluster.mem_gb} but a node needs {need:.1f} GiB = object store {store:.1f} + "
+            f"{where}: {given} but a node needs {need:.1f} GiB = object store {store:.1f} + "
             f"{models} + headroom {headroom:.1f} ({HEADROOM_BASE_GIB:g} + {HEADROOM_PER_ACTOR_GIB:g} per actor × "
-            f"{s.actors_per_node}): set mem_gb={math.ceil(need)} or more, or lower workers / ray.object_store_mb")
+            f"{s.actors_per_node}): {fix}")
 
 
 def shards_per_unit(grid: GridConfig) -> int:

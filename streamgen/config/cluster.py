@@ -11,7 +11,10 @@ class ClusterConfig:
     """Where the grid's driver runs (``configs/cluster/<name>.yaml``)."""
 
     name: str = "local"
-    executor: str = "local"  # local | debug | slurm
+    executor: str = "local"  # local | debug | slurm | ray
+    # executor: ray only: the running Ray cluster to attach to (auto, ray://HOST:10001 or HOST:PORT); null: $RAY_ADDRESS.
+    # Where the work ran, not what it computed: no shard id, fingerprint or result row reads it.
+    address: str | None = None
     partition: str | None = None
     nodes: int = 1
     gpus_per_node: int = 0

@@ -159,7 +159,7 @@ class GridConfig:
     # row's wall clock absorbs CUDA start-up. On no row and in no forward count; not in shard ids or fingerprints.
     warm_up: bool = True
     shard_timeout_s: float = 1800.0
-    cluster: str = "local"  # local | debug | slurm (configs/cluster/<name>.yaml)
+    cluster: str = "local"  # local | debug | slurm | ray (configs/cluster/<name>.yaml)
     # Per-benchmark key=value overrides of configs/benchmarks/<name>.yaml, e.g.
     # {ds1000: ["options.python=null"]}; they enter the shard ids like the rest of the benchmark config.
     benchmark_overrides: dict[str, list[str]] = field(default_factory=dict)

@@ -19,7 +19,7 @@ from jobs.grid import allocation_fit
 from jobs.grid.checkpoint_preflight import grid_models
 from streamgen.config import ClusterConfig, ConfigError, configs_dir, grid_config
 
-MEMBERS = ("problems", "shape", "offer", "job_parameters", "task_env")
+MEMBERS = ("problems", "shape", "offer", "job_parameters", "task_env", "prepare")
 
 
 def test_one_list_of_kind_names() -> None:
@@ -27,7 +27,7 @@ def test_one_list_of_kind_names() -> None:
     import streamgen.config as config
 
     yamls = {yaml.safe_load(p.read_text())["executor"] for p in sorted((configs_dir() / "cluster").glob("*.yaml"))}
-    assert {"local", "debug", "slurm"} <= set(KINDS) and not hasattr(config, "EXECUTORS")
+    assert {"local", "debug", "slurm", "ray"} <= set(KINDS) and not hasattr(config, "EXECUTORS")
     assert yamls == set(KINDS), "every kind has a YAML in configs/cluster/ and every YAML names a kind"
     assert all(kind.name == name for name, kind in KINDS.items())
 
@@ -40,7 +40,7 @@ def test_each_kind_implements_the_protocol(name: str) -> None:
         want = list(inspect.signature(getattr(ClusterKind, member)).parameters)[1:]
         assert list(inspect.signature(getattr(kind, member)).parameters) == want, (name, member)
     assert isinstance(kind.runs_here, bool) and kind.submitit in ("local", "debug", "slurm")
-    assert [k.name for k in KINDS.values() if k.runs_here] == ["local"]
+    assert [k.name for k in KINDS.values() if k.runs_here] == ["local", "ray"]  # the driver runs in this process
 
 
 def test_a_class_without_a_member_is_not_a_kind() -> None:
