@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -36,30 +37,43 @@ from tests.support.analysis_fixtures import read_pairs, rows_by_example
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 GRID = ["grid=smoke", "models=[tiny-llama]", "limit=4", "shard_size=1"]
-ON_THE_CLUSTER = ["cluster=local", "ray.address=auto"]  # the driver attaches to the cluster of RAY_ADDRESS
-GPUS_PER_NODE = 0
+ON_THE_CLUSTER = ["cluster=ray"]  # the driver attaches to the cluster ray job submit names in RAY_ADDRESS
+GPUS_PER_NODE = 1  # fake (Ray only counts them): one model actor per GPU, so one on each node
 SHARDS = 16  # 2 benchmarks × 2 acceptance cells × 4 one-example shards
 PERTURB = REPO_ROOT / "tests" / "support" / "perturb"
 SLOW_S = 4  # each example's wait in the actors: 4 rounds of 2 units on 2 actors, ≥ 12 s after the first shard
 WAIT_S = 600
 
 
-def _runtime_env() -> dict[str, Any]:
-    """What the job's processes get besides the working dir: the test-only slow examples, and ``ray job stop``'s
-    grace before its SIGKILL (Ray's default 3 s) long enough for a loaded machine to close the run record."""
+def _runtime_env(configs: Path) -> dict[str, Any]:
+    """What the job's processes get besides the working dir: ``configs`` (the cluster file of fake GPUs), the
+    test-only slow examples, and ``ray job stop``'s grace before its SIGKILL (Ray's default 3 s) long enough for a
+    loaded machine to close the run record."""
     path = os.pathsep.join(p for p in (str(PERTURB), os.environ.get("PYTHONPATH", "")) if p)
-    return {"env_vars": {"PYTHONPATH": path, "STREAMGEN_TEST_PERTURB": "slow-examples",
+    return {"env_vars": {"STREAMGEN_CONFIGS": str(configs), "PYTHONPATH": path, "STREAMGEN_TEST_PERTURB": "slow-examples",
                          "STREAMGEN_TEST_SLOW_S": str(SLOW_S), "RAY_JOB_STOP_WAIT_TIME_S": "60"}}
+
+
+def _rehearsal_configs(folder: Path) -> Path:
+    """This checkout's configs with ``rehearsal: true`` in the ray cluster file: the nodes' GPUs are fake, so
+    a model actor holding one runs its model on CPU (jobs/run/actors.py, ``pick_device``)."""
+    configs = folder / "configs"
+    shutil.copytree(REPO_ROOT / "configs", configs)
+    ray_yaml = configs / "cluster" / "ray.yaml"
+    text = ray_yaml.read_text()
+    assert "\nrehearsal: false" in text, "configs/cluster/ray.yaml changed: update this test"
+    ray_yaml.write_text(text.replace("\nrehearsal: false", "\nrehearsal: true"))
+    return configs
 
 
 def _ray_cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "ray.scripts.scripts", *args]
 
 
-def _submit(cluster: ray_two_nodes.TwoNodeRay, submission_id: str, results: Path) -> None:
+def _submit(cluster: ray_two_nodes.TwoNodeRay, submission_id: str, results: Path, configs: Path) -> None:
     """``ray job submit --no-wait --working-dir <this checkout> -- python workflows/full_grid.py ...``."""
     cmd = _ray_cli("job", "submit", "--address", cluster.dashboard, "--submission-id", submission_id,
-                   "--working-dir", str(REPO_ROOT), "--runtime-env-json", json.dumps(_runtime_env()), "--no-wait",
+                   "--working-dir", str(REPO_ROOT), "--runtime-env-json", json.dumps(_runtime_env(configs)), "--no-wait",
                    "--", sys.executable, "workflows/full_grid.py", *GRID, *ON_THE_CLUSTER, f"results_dir={results}")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=WAIT_S, check=False)
     assert proc.returncode == 0 and "submitted successfully" in proc.stderr + proc.stdout, proc.stderr[-3000:]
@@ -134,11 +148,12 @@ def submissions(local_run: Path, cluster: ray_two_nodes.TwoNodeRay,
     from ray.job_submission import JobSubmissionClient
 
     client = JobSubmissionClient(cluster.dashboard)
-    results = tmp_path_factory.mktemp("shared") / "results"
+    shared = tmp_path_factory.mktemp("shared")  # every node's (one machine): results and configs outside the working dir
+    results, configs = shared / "results", _rehearsal_configs(shared)
     stopper = subprocess.Popen([sys.executable, "-c", STOP_WHEN_TOLD, cluster.dashboard, "stopped"],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        _submit(cluster, "stopped", results)
+        _submit(cluster, "stopped", results, configs)
         _until("no shard was written", lambda: _shard_files(results) >= 1, client, "stopped")
         out, _ = stopper.communicate("stop\n", timeout=WAIT_S)  # the CLI waits until the job has ended
         assert stopper.returncode == 0, out[-3000:]
@@ -147,7 +162,7 @@ def submissions(local_run: Path, cluster: ray_two_nodes.TwoNodeRay,
             stopper.kill()
     first = _finished(client, "stopped")
     shards_at_stop = _shard_files(results)
-    _submit(cluster, "resubmitted", results)
+    _submit(cluster, "resubmitted", results, configs)
     second = _finished(client, "resubmitted")
     actors = [a for a in cluster.actors() if a["class_name"] == "ModelActor"]
     nodes = {n["node_id"]: n["node_ip"] for n in cluster.nodes()}
@@ -170,10 +185,14 @@ def test_the_submitted_grid_ran_on_both_nodes_and_its_rows_equal_a_local_run(sub
     assert s.actor_nodes == s.node_addresses  # Ray's own record: model actors lived on both nodes
     rows = read_pairs(s.results)
     assert {r["actor_id"].split(":")[0] for r in rows} == set(ray_two_nodes.NODES)  # decoded on nodeA and nodeB
+    for logs in (s.first_logs, s.second_logs):  # the ray kind attached and checked every node's reach of results_dir
+        assert f"results_dir {s.results}: every node (2) writes and reads it" in logs, logs[-4000:]
     for record in _records(s.results):  # each driver ran on the head (ray job submit) and saw both nodes
         assert record["host"] == ray_two_nodes.HEAD
         inventory = json.loads(record["device_inventory"])
         assert {n["address"] for n in inventory["nodes"]} == s.node_addresses
+    placements = inventory["actor_placements"].values()  # the last run's actors: one (fake) GPU each, model on CPU
+    assert placements and all(len(p["gpu_ids"]) == 1 and p["cpu_fallback"] for p in placements)
 
 
 def test_ray_job_stop_is_a_clean_stop_and_the_same_submission_resumes_exactly(submissions: Submissions) -> None:
