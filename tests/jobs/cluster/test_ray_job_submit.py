@@ -183,16 +183,20 @@ def test_the_submitted_grid_ran_on_both_nodes_and_its_rows_equal_a_local_run(sub
     assert a == b  # forward counts, lengths and both answers, example by example
     assert s.node_addresses == set(ray_two_nodes.NODES.values())
     assert s.actor_nodes == s.node_addresses  # Ray's own record: model actors lived on both nodes
-    rows = read_pairs(s.results)
-    assert {r["actor_id"].split(":")[0] for r in rows} == set(ray_two_nodes.NODES)  # decoded on nodeA and nodeB
+    records = _records(s.results)
+    last = records[-1]["run_id"]  # the resubmission had ≥ 5 units for its 2 actors: one actor on each node
+    hosts = {r["actor_id"].split(":")[0] for r in read_pairs(s.results) if r["run_id"] == last}
+    assert hosts == set(ray_two_nodes.NODES)  # decoded on nodeA and on nodeB within one run
+    assert {a.split(":")[0] for a in json.loads(records[-1]["device_inventory"])["actors"]} == hosts
     for logs in (s.first_logs, s.second_logs):  # the ray kind attached and checked every node's reach of results_dir
         assert f"results_dir {s.results}: every node (2) writes and reads it" in logs, logs[-4000:]
-    for record in _records(s.results):  # each driver ran on the head (ray job submit) and saw both nodes
+    placements = []
+    for record in records:  # each driver ran on the head (ray job submit) and saw both nodes
         assert record["host"] == ray_two_nodes.HEAD
         inventory = json.loads(record["device_inventory"])
         assert {n["address"] for n in inventory["nodes"]} == s.node_addresses
-    placements = inventory["actor_placements"].values()  # the last run's actors: one (fake) GPU each, model on CPU
-    assert placements and all(len(p["gpu_ids"]) == 1 and p["cpu_fallback"] for p in placements)
+        placements += inventory["actor_placements"].values()
+    assert placements and all(len(p["gpu_ids"]) == 1 and p["cpu_fallback"] for p in placements)  # a fake GPU each
 
 
 def test_ray_job_stop_is_a_clean_stop_and_the_same_submission_resumes_exactly(submissions: Submissions) -> None:
