@@ -50,8 +50,9 @@ def _runtime_env(configs: Path) -> dict[str, Any]:
     test-only slow examples, and ``ray job stop``'s grace before its SIGKILL (Ray's default 3 s) long enough for a
     loaded machine to close the run record."""
     path = os.pathsep.join(p for p in (str(PERTURB), os.environ.get("PYTHONPATH", "")) if p)
-    return {"env_vars": {"STREAMGEN_CONFIGS": str(configs), "PYTHONPATH": path, "STREAMGEN_TEST_PERTURB": "slow-examples",
-                         "STREAMGEN_TEST_SLOW_S": str(SLOW_S), "RAY_JOB_STOP_WAIT_TIME_S": "60"}}
+    return {"env_vars": {"STREAMGEN_CONFIGS": str(configs), "PYTHONPATH": path,
+                         "STREAMGEN_TEST_PERTURB": "slow-examples", "STREAMGEN_TEST_SLOW_S": str(SLOW_S),
+                         "RAY_JOB_STOP_WAIT_TIME_S": "60"}}
 
 
 def _rehearsal_configs(folder: Path) -> Path:
@@ -72,8 +73,8 @@ def _ray_cli(*args: str) -> list[str]:
 
 def _submit(cluster: ray_two_nodes.TwoNodeRay, submission_id: str, results: Path, configs: Path) -> None:
     """``ray job submit --no-wait --working-dir <this checkout> -- python workflows/full_grid.py ...``."""
-    cmd = _ray_cli("job", "submit", "--address", cluster.dashboard, "--submission-id", submission_id,
-                   "--working-dir", str(REPO_ROOT), "--runtime-env-json", json.dumps(_runtime_env(configs)), "--no-wait",
+    cmd = _ray_cli("job", "submit", "--address", cluster.dashboard, "--submission-id", submission_id, "--no-wait",
+                   "--working-dir", str(REPO_ROOT), "--runtime-env-json", json.dumps(_runtime_env(configs)),
                    "--", sys.executable, "workflows/full_grid.py", *GRID, *ON_THE_CLUSTER, f"results_dir={results}")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=WAIT_S, check=False)
     assert proc.returncode == 0 and "submitted successfully" in proc.stderr + proc.stdout, proc.stderr[-3000:]
@@ -148,7 +149,7 @@ def submissions(local_run: Path, cluster: ray_two_nodes.TwoNodeRay,
     from ray.job_submission import JobSubmissionClient
 
     client = JobSubmissionClient(cluster.dashboard)
-    shared = tmp_path_factory.mktemp("shared")  # every node's (one machine): results and configs outside the working dir
+    shared = tmp_path_factory.mktemp("shared")  # every node sees it (one machine); outside the working dir
     results, configs = shared / "results", _rehearsal_configs(shared)
     stopper = subprocess.Popen([sys.executable, "-c", STOP_WHEN_TOLD, cluster.dashboard, "stopped"],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
