@@ -27,9 +27,10 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from jobs.cluster.ray_cluster import AGENT_PORT_FLAGS
 from jobs.run import local_ray
@@ -138,14 +139,14 @@ class TwoNodeRay:
     gcs_address: str  # host:port, what ``ray.init`` / ``RAY_ADDRESS`` inside the cluster name
     dashboard: str  # http://host:port, what ``ray job submit --address`` names
 
-    def nodes(self) -> list[dict[str, object]]:
+    def nodes(self) -> list[dict[str, Any]]:
         """The cluster's alive nodes as the dashboard lists them (no ``ray.init`` in this process)."""
         from ray.util.state import list_nodes
 
         return [dict(n.__dict__) if not isinstance(n, dict) else n
                 for n in list_nodes(address=self.dashboard, filters=[("state", "=", "ALIVE")], timeout=60)]
 
-    def actors(self) -> list[dict[str, object]]:
+    def actors(self) -> list[dict[str, Any]]:
         """Every actor the cluster knows of (alive or dead), from the dashboard's state API."""
         from ray.util.state import list_actors
 
@@ -202,9 +203,9 @@ def _dashboard_answers(url: str) -> bool:
         return False
 
 
-def _wait(what: str, condition: object, nodes: list[RayNode], timeout_s: float) -> None:
+def _wait(what: str, condition: Callable[[], bool], nodes: list[RayNode], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
-    while not condition():  # type: ignore[operator]
+    while not condition():
         for node in nodes:
             if not node.alive():
                 raise NodeStartFailed(f"Ray on {node.node} exited (code {node.popen.returncode}) before {what}; "
