@@ -171,7 +171,9 @@ def cluster_nodes() -> list[NodeOffer]:
 
 
 def ray_copy_of_working_dir(cwd: Path) -> Path | None:
-    """Ray's copy of ``--working-dir`` that ``cwd`` lies in (``<session>/runtime_resources/...``), or None."""
+    """Ray's copy of ``--working-dir`` that ``cwd`` lies in, or None: Ray unpacks it under
+    ``<session>/runtime_resources/working_dir_files/`` (``ray_constants.DEFAULT_RUNTIME_ENV_DIR_NAME``, Ray 2.60)
+    and starts the job's entry point there."""
     parts = cwd.parts
     if "runtime_resources" not in parts:
         return None

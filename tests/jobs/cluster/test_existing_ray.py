@@ -11,6 +11,7 @@ grid refused in one message before anything is written, and a node whose results
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -235,6 +236,7 @@ def two_nodes() -> Iterator[RunningCluster]:
             ray.shutdown()  # this test's own connection
         for node in reversed(nodes):
             node.stop()
+        shutil.rmtree(folder, ignore_errors=True)  # the nodes' logs and Ray's session: all stopped now
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
         else:
@@ -266,12 +268,18 @@ def attached(two_nodes: RunningCluster, tmp_path_factory: pytest.TempPathFactory
         probed.append({p.name for p in folder.iterdir()})
         remove(folder)
 
-    cluster = cluster_config("ray", [f"address={two_nodes.address}", "rehearsal=true"])
+    # the file's sizes are generous and not read: an undersized grid must be refused on what the cluster has
+    cluster = cluster_config("ray", [f"address={two_nodes.address}", "rehearsal=true", "nodes=8", "gpus_per_node=8",
+                                     "cpus_per_task=64", "mem_gb=512"])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(existing_ray, "_remove", seen)
         summary = run_grid_on_cluster(_grid(tmp / "ray"), cluster)
+    still_attached = ray.is_initialized()
+    if not still_attached:  # attach again only to read the actor table: test_the_run_stops_nothing... fails
+        ray.init(address=two_nodes.address)
     actors = [a for a in ray._private.state.actors().values() if "ModelActor" in a["ActorClassName"]]
     return {"local": local, "summary": summary, "results": tmp, "probed": probed, "cluster": cluster,
+            "still_attached": still_attached,
             "actor_nodes": [a["Address"]["NodeID"] for a in actors], "node_ids": {n["NodeID"] for n in ray.nodes()}}
 
 
@@ -306,7 +314,7 @@ def test_the_run_stops_nothing_it_did_not_start(attached: dict[str, Any], two_no
 
     assert all(node.alive() for node in two_nodes.nodes)
     assert _status(two_nodes.address).returncode == 0 and _alive_nodes(two_nodes.address) == 2
-    assert ray.is_initialized()
+    assert attached["still_attached"] and ray.is_initialized()
 
 
 @pytest.mark.integration
