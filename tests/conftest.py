@@ -32,6 +32,8 @@ MACHINE_GROUP = "machine"
 MACHINE_FILES = frozenset({
     # the real Slurm cluster of .ci/slurm.sh
     "test_slurm_cluster.py", "test_slurm_partition.py", "test_slurm_rehearsal.py", "test_allocation_fit.py",
+    # a real two-node Ray in the network namespaces of .ci/slurm.sh (ray job submit)
+    "test_ray_job_submit.py",
     # local Ray, in this process or in a grid's own process (several also signal or kill it)
     "test_actor_placement.py", "test_adapt_workflow.py", "test_benchmark_from_data_grid.py",
     "test_estimate_counts.py", "test_full_grid_cli.py", "test_grid_bad_day.py", "test_grid_e2e.py",

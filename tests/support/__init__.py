@@ -11,6 +11,7 @@ Helpers, one line each:
     fs_support.py          real file-system faults: a small tmpfs (a full disk), remountable read-only
     lm_eval_tasks.py       lm-eval task folders in lm-eval's own YAML styles, over local JSONL
     official_samplers.py   simple reimplementations of the official diffusion samplers (``python -m`` prints the parity table)
+    ray_two_nodes.py       a real two-node Ray cluster (head and worker in .ci/slurm.sh's network namespaces) for ray job submit
     rope_reference.py      a simple forward with RoPE in float32, the independent side of the RoPE tests
     row_support.py         a row context from a real cell of the configs, for rows built without a grid
     suite_clock.py         the pytest plugin by which the suite watches its own time (docs/testing.md, "Time")

@@ -232,3 +232,17 @@ def read_pairs(results_dir: Path) -> list[dict]:
     """Every pairs row under ``results_dir/pairs`` as dicts, each file checked against the record."""
     files = sorted(Path(results_dir).glob("pairs/**/*.parquet"))
     return [row for f in files for row in read_parquet_validated(f, PairRecord).to_pylist()]
+
+
+# What two runs of one grid must agree on, example by example, wherever they ran (a cluster against a local run):
+# the counts, the lengths and both answers, never a time or where it ran.
+COMPARED = ("base_forwards", "residual_forwards", "speculative_forwards", "draft_tokens_final",
+            "accepted_tokens_final", "base_answer", "stream_answer", "excluded_reason", "error_type")
+
+
+def rows_by_example(results_dir: Path) -> dict[tuple[str, str], dict]:
+    """``(cell_id, example_id)`` → that pairs row's :data:`COMPARED` columns; an example written twice fails."""
+    rows = read_pairs(results_dir)
+    keyed = {(r["cell_id"], r["example_id"]): {f: r[f] for f in COMPARED} for r in rows}
+    assert len(keyed) == len(rows), "an example appears twice"
+    return keyed

@@ -23,7 +23,7 @@ import pytest
 
 from jobs.cluster import executors
 from streamgen.config import REPO_ROOT, ConfigError, GridConfig, cluster_config, grid_config
-from tests.support.analysis_fixtures import read_pairs
+from tests.support.analysis_fixtures import read_pairs, rows_by_example
 
 
 def _controller_answers() -> bool:
@@ -43,10 +43,6 @@ pytestmark = [
                        "local cluster with `sudo bash .ci/slurm.sh install && sudo bash .ci/slurm.sh start`"),
 ]
 
-COMPARED = ("base_forwards", "residual_forwards", "speculative_forwards", "draft_tokens_final",
-            "accepted_tokens_final", "base_answer", "stream_answer", "excluded_reason", "error_type")
-
-
 NS_PREFIX = "sgci-"  # .ci/slurm.sh: namespace sgci-<node> per Slurm node, sgci-ctl for the controller
 SLURM_DAEMONS = {"slurmctld", "slurmd", "slurmdbd", "slurmstepd", "munged", "mariadbd"}
 # Able to bind one address, so they must; slurmdbd 22.05 and Ray's gRPC servers bind 0.0.0.0, which
@@ -64,13 +60,6 @@ def job_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 def _workflow(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPO_ROOT / "workflows" / "full_grid.py"), *args], cwd=cwd,
                           env=env, capture_output=True, text=True, timeout=900, check=False)
-
-
-def _by_example(results_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    rows = read_pairs(results_dir)
-    keyed = {(r["cell_id"], r["example_id"]): {f: r[f] for f in COMPARED} for r in rows}
-    assert len(keyed) == len(rows), "an example appears twice"
-    return keyed
 
 
 def _job_ids() -> set[str]:
@@ -168,7 +157,7 @@ def _runs(results_dir: Path) -> list[dict[str, Any]]:
 
 def test_smoke_grid_on_two_nodes_equals_local(two_node_smoke: dict[str, Any], local_smoke: Path) -> None:
     assert "submitted job" in two_node_smoke["stderr"] and "2 node(s)" in two_node_smoke["stderr"]
-    a, b = _by_example(two_node_smoke["results"]), _by_example(local_smoke)
+    a, b = rows_by_example(two_node_smoke["results"]), rows_by_example(local_smoke)
     assert a and a.keys() == b.keys()
     assert a == b  # forward counts, lengths and both answers, example by example
     cluster = cluster_config("slurm_2nodes")
