@@ -40,6 +40,7 @@ from jobs.grid.gpu_hours import (
 )
 from jobs.grid.plan import GridPlan, plan_with_problems
 from jobs.grid.unit_sizing import UNIT_FRACTION, target_unit_s
+from jobs.run.pilot import Pilot
 from jobs.run.writer import ResultWriter
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, cluster_config, raise_if_problems
 from streamgen.results.result_files import readable_files
@@ -106,14 +107,18 @@ def _cell_lines(plan: GridPlan, results_dir: Path) -> list[CellLine]:
 
 
 def dry_run_report(grid: GridConfig, *, results_dir: str | Path | None = None,
-                   fit_on: str | Path | None = None, calibrate: str | Path | None = None) -> tuple[str, list[str]]:
+                   fit_on: str | Path | None = None, calibrate: str | Path | None = None,
+                   pilot: int = 1) -> tuple[str, list[str]]:
     """The plan and its estimate as text, and the problems that would stop a run (the pre-flight's).
     Raises ConfigError when the grid cannot even be planned. Starts nothing, writes nothing.
 
     ``results_dir``: where complete shards are looked for (default ``grid.results_dir``); ``fit_on``:
     where earlier rows' answer lengths are read (default the same directory). ``calibrate``: a calibration
     file (``--calibrate``; ``streamgen.sizing.calibration``): the grid's models are timed on this machine
-    (or their fits read from the file) and the calibrated estimate is printed beside the roofline's.
+    (or their fits read from the file) and the calibrated estimate is printed beside the roofline's;
+    ``pilot`` examples of each (model, benchmark) per unit kind are decoded here first (``jobs.run.pilot``;
+    0: none) and their answer lengths and forward factors enter the calibrated estimate. The calibration
+    and the pilot write their cache files; nothing else is written.
     """
     from jobs.cluster.executors import allocation, validate_cluster
 
@@ -135,7 +140,7 @@ def dry_run_report(grid: GridConfig, *, results_dir: str | Path | None = None,
     parts = [render(grid, plan, _cell_lines(plan, out_dir), out_dir), "",
              render_estimate(est, grid, cluster, answers, Sharing(alone, forked))]
     if calibrate is not None:
-        parts += ["", calibrated_report(plan, est, grid, cluster, answers, Path(calibrate))]
+        parts += ["", calibrated_report(plan, est, grid, cluster, answers, Path(calibrate), pilot=pilot)]
     return "\n".join(parts), problems
 
 
@@ -145,9 +150,12 @@ def calibration_path(grid: GridConfig, value: str | None) -> Path:
 
 
 def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: ClusterConfig,
-                      answers: dict[tuple[str, str], float], path: Path) -> str:
-    """Time the grid's models here (or read their fits from ``path``) and print the calibrated estimate
-    beside the roofline's, per (model, benchmark) and in total."""
+                      answers: dict[tuple[str, str], float], path: Path, *, pilot: int = 1) -> str:
+    """Time the grid's models here (or read their fits from ``path``), run the pilot (``pilot`` examples per
+    (model, benchmark) and unit kind; its facts cached beside ``path``) and print the calibrated estimate beside
+    the roofline's, per (model, benchmark) and in total. The pilot's answer lengths replace the assumed ones
+    (earlier rows, where ``results_dir`` has them, still win) and its factors scale the rules' forwards."""
+    from jobs.run.pilot import pilot_path, run_pilots
     from streamgen.sizing.calibration import calibrate_models
 
     gpus = cluster.nodes * cluster.gpus_per_node
@@ -155,9 +163,34 @@ def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: 
     # as many at once as the run will have actors sharing this CPU: the workers, at most one per unit
     cal = calibrate_models(plan.models, path, device=device,
                            concurrent=1 if gpus else min(workers_on(grid, cluster), max(len(est.unit_s), 1)))
-    measured = estimate_plan(plan, est.device, workers=est.workers, answer_lengths=answers, calibration=cal.fits)
-    return render_calibrated(est, measured, cal.device, path, cal.notes,
+    flown = run_pilots(plan, pilot_path(path), pilot=pilot, device=device,
+                       processes=min(workers_on(grid, cluster), 1 if gpus else 64)) if pilot > 0 else None
+    lengths = {**(flown.answer_lengths if flown else {}), **answers}
+    measured = estimate_plan(plan, est.device, workers=est.workers, answer_lengths=lengths, calibration=cal.fits,
+                             factors=flown.factors if flown else None)
+    lines = pilot_lines(flown, measured, answers, plan) if flown else ["pilot: none (--pilot=0): the calibrated "
+                                                                       "estimate keeps the assumed answer lengths and "
+                                                                       "the rules' forwards"]
+    return render_calibrated(est, measured, cal.device, path, (*cal.notes, *lines),
                              foreign=est.device.name != "cpu" and device == "cpu")
+
+
+def pilot_lines(flown: Pilot, cal: Estimate, answers: dict[tuple[str, str], float], plan: GridPlan) -> list[str]:
+    """The pilot's facts per (model, benchmark) and what it costs, priced from the calibrated estimate: per pair,
+    its decoding × the pilot's examples / the pair's examples."""
+    rows = {(plan.models[x.model].row_model, x.benchmark): x for x in cal.lines}
+    out, cost = [*flown.notes], 0.0
+    for key, f in flown.facts.items():
+        line = rows.get(key)
+        share = f.examples / line.examples if line and line.examples else 0.0
+        cost += share * (line.gpu_hours if line else 0.0)
+        used = " (earlier rows' answer length used instead)" if key in answers else ""
+        out.append(f"pilot {f.model} on {f.benchmark}: {f.examples} example(s), base answer {f.answer_tokens:.1f} tokens"
+                   f"{used}; forwards executed {f.executed:,} / the rules' {f.rule:,} = factor {f.factor:.2f}")
+    total = cal.gpu_hours
+    out.append(f"pilot: costs about {duration(cost * 3600)} of decoding here ({cost / total if total else 0:.0%} of the "
+               f"calibrated estimate; on a small grid it is a large share of it)")
+    return out
 
 
 def _cuda() -> bool:
