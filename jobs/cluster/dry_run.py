@@ -44,7 +44,7 @@ from jobs.run.pilot import Pilot
 from jobs.run.writer import ResultWriter
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, cluster_config, raise_if_problems
 from streamgen.results.result_files import readable_files
-from streamgen.sizing.parameters import model_parameters
+from streamgen.sizing.parameters import model_parameters, model_size
 
 log = logging.getLogger(__name__)
 
@@ -138,10 +138,19 @@ def dry_run_report(grid: GridConfig, *, results_dir: str | Path | None = None,
     problems = [*problems, *fit.problems]
     plan = dataclasses.replace(plan, resource_notes=fit.notes)
     parts = [render(grid, plan, _cell_lines(plan, out_dir), out_dir), "",
-             render_estimate(est, grid, cluster, answers, Sharing(alone, forked))]
+             "\n".join([render_estimate(est, grid, cluster, answers, Sharing(alone, forked)), *moe_lines(plan)])]
     if calibrate is not None:
         parts += ["", calibrated_report(plan, est, grid, cluster, answers, Path(calibrate), pilot=pilot)]
     return "\n".join(parts), problems
+
+
+def moe_lines(plan: GridPlan) -> list[str]:
+    """Per mixture-of-experts model: its experts, experts per token and where they came from (its cached
+    config.json, else its YAML: ``streamgen.sizing.parameters``)."""
+    sizes = {name: model_size(cfg) for name, cfg in plan.models.items()}
+    return [f"  - {name}: a mixture of experts, {s.experts} experts, {s.top_k} per token"
+            f"{f', {s.active:,} parameters active of {s.parameters:,}' if s.active else ''} (from {s.moe_source})"
+            for name, s in sizes.items() if s is not None and s.experts is not None]
 
 
 def calibration_path(grid: GridConfig, value: str | None) -> Path:

@@ -53,7 +53,7 @@ class PilotFacts:
 
     model: str  # the rows' model name (``ModelConfig.row_model``): the key of the estimate's answer lengths
     benchmark: str
-    examples: int  # examples decoded (each in every unit kind of the pair)
+    examples: int  # distinct examples decoded (each in every unit kind of the pair)
     answer_tokens: float  # mean base answer tokens over the base runs decoded
     executed: int  # model calls the pilot's actor executed (``DecodedShard.forwards_executed``)
     rule: int  # the estimate's rules for the same examples at their own answer lengths
@@ -122,8 +122,9 @@ def facts_of(plan: PlanLike, units: Sequence[Sequence[Shard]], decoded: Sequence
     of a unit, the forwards executed (every cell's, shared ones once), its base answer length (each distinct base
     run: a unit shares one), and the rules' forwards for that example at that length. Examples that failed are
     left out of both counts."""
-    executed = rule = examples = 0
+    executed = rule = 0
     answers: list[int] = []
+    examples: set[str] = set()
     for unit, shards in zip(units, decoded, strict=True):
         first = unit[0]
         cell, bench = first.cell, first.cell.benchmark.name
@@ -138,8 +139,8 @@ def facts_of(plan: PlanLike, units: Sequence[Sequence[Shard]], decoded: Sequence
             executed += sum(r.forwards_executed for r in results)
             rule += cost.forwards
             answers.append(answer)
-            examples += 1
-    return PilotFacts(units[0][0].cell.model.row_model, units[0][0].cell.benchmark.name, examples,
+            examples.add(example_id)
+    return PilotFacts(units[0][0].cell.model.row_model, units[0][0].cell.benchmark.name, len(examples),
                       sum(answers) / len(answers) if answers else 0.0, executed, rule)
 
 
