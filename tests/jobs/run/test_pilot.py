@@ -17,6 +17,7 @@ import pytest
 from jobs.grid.gpu_hours import estimate_plan
 from jobs.grid.plan import GridPlan, plan_grid
 from jobs.run.pilot import PilotFacts, pilot_key, pilot_path, pilot_units, run_pilots
+from jobs.run.spool import prepare, spool_dir
 from streamgen.config import ConfigError, grid_config
 from streamgen.sizing.calibration import Fit
 from streamgen.sizing.devices import DEVICES
@@ -33,6 +34,7 @@ def _plan(tmp: Path, models: str, *extra: str) -> GridPlan:
 def ar(tmp_path_factory: pytest.TempPathFactory) -> tuple[GridPlan, Any, Path]:
     tmp = tmp_path_factory.mktemp("pilot")
     plan = _plan(tmp, "scripted-ar-constant,scripted-ar-lastsegment")
+    prepare(plan.grid.results_dir, [])  # results_dir as a run leaves it: its spool folder there, ready
     return plan, run_pilots(plan, tmp / "cal" / "calibration.pilot.json", processes=0), tmp
 
 
@@ -73,7 +75,8 @@ def test_the_estimate_scales_each_pair_by_its_factor_at_the_pilots_lengths(ar: t
 def test_the_pilot_writes_nothing_in_results_dir_and_caches_beside_the_calibration(ar: tuple[GridPlan, Any, Path]) -> None:
     plan, flown, tmp = ar
     results = Path(plan.grid.results_dir)
-    assert not results.exists() or not any(p.is_file() for p in results.rglob("*"))
+    assert spool_dir(results).is_dir()  # a spool the actor could write to was there
+    assert [p for p in results.rglob("*") if p.is_file()] == []
     assert flown.path == tmp / "cal" / "calibration.pilot.json" and flown.path.is_file()
     assert [p.name for p in flown.path.parent.iterdir()] == ["calibration.pilot.json"]
     assert pilot_path(tmp / "cal" / "calibration.json") == flown.path
@@ -135,9 +138,9 @@ def test_the_dry_run_prints_the_pilots_facts_and_cost(tmp_path: Path, monkeypatc
     """``--calibrate`` as the workflow runs it (the pilot in a spawned process), the timing replaced by a
     fixed fit (what is under test is the pilot's part)."""
     import streamgen.sizing.calibration as calibration
-    from jobs.cluster.dry_run import dry_run_report
+    from jobs.cluster.dry_run import dry_run_report, duration
 
-    fit = Fit(0.01, 0.0, 0.0, (), 1)
+    fit = Fit(1.0, 0.0, 0.0, (), 1)  # 1 s a forward, whatever its width
     monkeypatch.setattr(calibration, "calibrate_models", lambda models, path, **_: calibration.Calibration(
         {m: fit for m in models}, Path(path), "cpu:test", ()))
     grid = grid_config("scripted", ["models=[scripted-ar-constant]", "acceptance=[greedy,threshold]", "taus=[0.5]",
@@ -146,6 +149,12 @@ def test_the_dry_run_prints_the_pilots_facts_and_cost(tmp_path: Path, monkeypatc
     line = next(ln for ln in text.splitlines() if ln.startswith("pilot scripted-ar-constant on coedit"))
     assert "1 example(s), base answer 7.0 tokens" in line and "= factor 0.71" in line, line  # n = 2: 15 / 21
     assert "pilot: 1 (model, benchmark) pair(s) decoded in" in text
+    # the calibrated decoding: 1 s × the rules' forwards at the pilot's answer length (A, not half the budget) × factor
+    plan = plan_grid(grid)
+    rules = sum(2 * A + (len(plan.segments[("coedit", e)]) - 1) * A for s in plan.shards[:: 2] for e in s.example_ids)
+    table = text.split("calibrated on ")[1].splitlines()  # the calibrated table: model, benchmark, roofline, calibrated
+    row = next(ln for ln in table if ln.startswith("scripted-ar-constant  coedit"))
+    assert row.split()[4:6] == duration(rules * 15 / 21).split(), (row, rules)
     cost = next(ln for ln in text.splitlines() if ln.startswith("pilot: costs about"))
     assert "(50% of the calibrated estimate" in cost, cost  # 1 of the pair's 2 examples (one unit kind)
     again, _ = dry_run_report(grid, calibrate=tmp_path / "calibration.json", pilot=0)
