@@ -160,3 +160,15 @@ def test_the_dry_run_prints_the_pilots_facts_and_cost(tmp_path: Path, monkeypatc
     again, _ = dry_run_report(grid, calibrate=tmp_path / "calibration.json", pilot=0)
     assert "pilot: none (--pilot=0)" in again and "pilot scripted-ar-constant" not in again
     assert not (tmp_path / "results").exists()
+
+
+def test_one_process_per_model_gives_each_pair_its_own_units(tmp_path: Path) -> None:
+    """``processes=1`` (as on a GPU) decodes all of a model's pairs in one spawned process, one load; the decoded
+    units go back to their own (model, benchmark): the same facts as decoding each pair in this process."""
+    plan = plan_grid(grid_config("scripted", ["models=[scripted-ar-constant]", "benchmarks=[coedit,mbpp]",
+                                              "acceptance=[greedy,threshold]", "taus=[0.5]", "limit=2", "shard_size=1",
+                                              f"results_dir={tmp_path / 'results'}"]))
+    spawned = run_pilots(plan, tmp_path / "one.json", processes=1).facts
+    here = run_pilots(plan, tmp_path / "here.json", processes=0).facts
+    assert spawned == here and len(here) == 2
+    assert here[("scripted-ar-constant", "coedit")].rule != here[("scripted-ar-constant", "mbpp")].rule
