@@ -22,8 +22,6 @@ examples decoded and ``share_work``.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -34,9 +32,9 @@ from jobs.grid.gpu_hours import PlanLike, example_cost
 from jobs.grid.shard_tasks import DecodedShard, ShardTask
 from jobs.grid.shards import Shard
 from jobs.grid.units import group_shards
-from streamgen.config import ConfigError, ModelConfig
+from streamgen.config import ModelConfig
 from streamgen.results.cells import stable_hash
-from streamgen.sizing.calibration import device_label, model_fingerprint
+from streamgen.sizing.calibration import device_label, load_cache, model_fingerprint, save_cache
 from streamgen.sizing.devices import DEVICES
 from streamgen.sizing.parameters import ModelSize
 
@@ -230,26 +228,9 @@ def _decode_all(plan: Any, tasks: Mapping[tuple[str, str], list[list[ShardTask]]
 
 def load_pilots(path: str | Path) -> dict[str, dict[str, Any]]:
     """The entries of a pilot file (none if it does not exist); ConfigError in one line when it is not one."""
-    p = Path(path)
-    if not p.exists():
-        return {}
-    try:
-        data = json.loads(p.read_text())
-        if not isinstance(data, dict) or data.get("format") != PILOT_FORMAT:
-            raise ValueError(f"no \"format\": \"{PILOT_FORMAT}\"")
-        entries = dict(data["entries"])
-        for e in entries.values():
-            PilotFacts(**e["facts"])
-        return entries
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ConfigError([f"pilot file {p} is not a streamgen pilot ({type(exc).__name__}: {exc}); move it away "
-                           f"or name another calibration file with --calibrate=PATH (its pilot file sits beside it)"]
-                          ) from exc
+    return load_cache(path, fmt=PILOT_FORMAT, check=lambda e: PilotFacts(**e["facts"]), what="a streamgen pilot",
+                      fix="name another calibration file with --calibrate=PATH (its pilot file sits beside it)")
 
 
 def save_pilots(path: str | Path, entries: Mapping[str, Mapping[str, Any]]) -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(p.suffix + ".tmp")
-    tmp.write_text(json.dumps({"format": PILOT_FORMAT, "entries": dict(entries)}, indent=1, sort_keys=True))
-    os.replace(tmp, p)
+    save_cache(path, entries, fmt=PILOT_FORMAT)
