@@ -110,7 +110,8 @@ def dry_run_report(grid: GridConfig, *, results_dir: str | Path | None = None,
                    fit_on: str | Path | None = None, calibrate: str | Path | None = None,
                    pilot: int = 1) -> tuple[str, list[str]]:
     """The plan and its estimate as text, and the problems that would stop a run (the pre-flight's).
-    Raises ConfigError when the grid cannot even be planned. Starts nothing and writes nothing, except with ``calibrate`` (below).
+    Raises ConfigError when the grid cannot even be planned. Starts nothing and writes nothing, except
+    with ``calibrate`` (below).
 
     ``results_dir``: where complete shards are looked for (default ``grid.results_dir``); ``fit_on``:
     where earlier rows' answer lengths are read (default the same directory). ``calibrate``: a calibration
