@@ -178,23 +178,23 @@ def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: 
     lengths = {**(flown.answer_lengths if flown else {}), **answers}
     measured = estimate_plan(plan, est.device, workers=est.workers, answer_lengths=lengths, calibration=cal.fits,
                              factors=flown.factors if flown else None)
-    lines = pilot_lines(flown, measured, answers, plan) if flown else ["pilot: none (--pilot=0): the calibrated "
+    lines = pilot_lines(flown, measured, answers) if flown else ["pilot: none (--pilot=0): the calibrated "
                                                                        "estimate keeps the assumed answer lengths and "
                                                                        "the rules' forwards"]
     return render_calibrated(est, measured, cal.device, path, (*cal.notes, *lines),
                              foreign=est.device.name != "cpu" and device == "cpu")
 
 
-def pilot_lines(flown: Pilot, cal: Estimate, answers: dict[tuple[str, str], float], plan: GridPlan) -> list[str]:
+def pilot_lines(flown: Pilot, cal: Estimate, answers: dict[tuple[str, str], float]) -> list[str]:
     """The pilot's facts per (model, benchmark) and what it costs, priced from the calibrated estimate: per pair,
     its decoding × the pilot's examples / the pair's examples."""
-    rows = {(plan.models[x.model].row_model, x.benchmark): x for x in cal.lines}
+    rows = {(x.model, x.benchmark): x for x in cal.lines}
     out, cost = [*flown.notes], 0.0
     for key, f in flown.facts.items():
         line = rows.get(key)
         share = f.examples / line.examples if line and line.examples else 0.0
         cost += share * (line.gpu_hours if line else 0.0)
-        used = " (earlier rows' answer length used instead)" if key in answers else ""
+        used = " (earlier rows' answer length used instead)" if (f.row_model, f.benchmark) in answers else ""
         out.append(f"pilot {f.model} on {f.benchmark}: {f.examples} example(s), base answer {f.answer_tokens:.1f} tokens"
                    f"{used}; forwards executed {f.executed:,} / the rules' {f.rule:,} = factor {f.factor:.2f}")
     total = cal.gpu_hours

@@ -238,7 +238,7 @@ def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], flo
         if size is None:
             continue
         seconds, forwards, n = 0.0, 0, 0
-        factor = factor_of.get((cell.model.row_model, bench), 1.0)
+        factor = factor_of.get((first.model_name, bench), 1.0)
         for example_id in first.example_ids:
             if plan.excluded[(bench, example_id)]:
                 continue
@@ -266,7 +266,7 @@ def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
     ``share``: count shared work once (default the grid's ``share_work``; False: every cell alone);
     ``forked``: every cell on a path of its own from step 2 (cells that keep different runs).
     ``calibration``: model name → measured fit (``--calibrate``); those models' seconds are measured ones.
-    ``factors``: (row model, benchmark) → forwards executed per forward of the rules, from the pilot
+    ``factors``: (model name, benchmark) → forwards executed per forward of the rules, from the pilot
     (``jobs.run.pilot``): every unit's forwards and seconds of that pair are scaled by it."""
     units = _units(plan, device, answer_lengths or {}, kept, share=share, forked=forked, calibration=calibration,
                    factors=factors)

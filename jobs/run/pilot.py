@@ -49,12 +49,13 @@ class PilotFacts:
     """What the pilot of one (model, benchmark) found: examples decoded, their mean base answer length, the
     forwards its actor executed and those the estimate's rules give for the same examples."""
 
-    model: str  # the rows' model name (``ModelConfig.row_model``): the key of the estimate's answer lengths
+    model: str  # the grid's model name (an adapted variant has its own: its factor is its own)
     benchmark: str
     examples: int  # distinct examples decoded (each in every unit kind of the pair)
     answer_tokens: float  # mean base answer tokens over the base runs decoded
     executed: int  # model calls the pilot's actor executed (``DecodedShard.forwards_executed``)
     rule: int  # the estimate's rules for the same examples at their own answer lengths
+    row_model: str = ""  # the rows' model name (``ModelConfig.row_model``): the key of the estimate's answer lengths
 
     @property
     def factor(self) -> float:
@@ -64,13 +65,14 @@ class PilotFacts:
 
 @dataclass(frozen=True)
 class Pilot:
-    facts: Mapping[tuple[str, str], PilotFacts]  # (row model, benchmark) → facts
+    facts: Mapping[tuple[str, str], PilotFacts]  # (model name, benchmark) → facts
     path: Path
     notes: tuple[str, ...]
 
     @property
     def answer_lengths(self) -> dict[tuple[str, str], float]:
-        return {k: f.answer_tokens for k, f in self.facts.items()}
+        """(row model, benchmark) → mean base answer tokens: keyed as earlier rows' answer lengths are."""
+        return {(f.row_model or f.model, f.benchmark): f.answer_tokens for f in self.facts.values()}
 
     @property
     def factors(self) -> dict[tuple[str, str], float]:
@@ -138,8 +140,9 @@ def facts_of(plan: PlanLike, units: Sequence[Sequence[Shard]], decoded: Sequence
             rule += cost.forwards
             answers.append(answer)
             examples.add(example_id)
-    return PilotFacts(units[0][0].cell.model.row_model, units[0][0].cell.benchmark.name, len(examples),
-                      sum(answers) / len(answers) if answers else 0.0, executed, rule)
+    model = units[0][0].cell.model
+    return PilotFacts(model.name, units[0][0].cell.benchmark.name, len(examples),
+                      sum(answers) / len(answers) if answers else 0.0, executed, rule, model.row_model)
 
 
 def decode_units(cfg: ModelConfig, tasks: Sequence[Sequence[ShardTask]]) -> list[tuple[DecodedShard, ...]]:
