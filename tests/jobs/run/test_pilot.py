@@ -172,3 +172,21 @@ def test_one_process_per_model_gives_each_pair_its_own_units(tmp_path: Path) -> 
     here = run_pilots(plan, tmp_path / "here.json", processes=0).facts
     assert spawned == here and len(here) == 2
     assert here[("scripted-ar-constant", "coedit")].rule != here[("scripted-ar-constant", "mbpp")].rule
+
+
+def test_a_gpu_clusters_dry_run_on_a_machine_without_one_skips_the_pilot(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import jobs.run.pilot as pilot
+    import streamgen.sizing.calibration as calibration
+    from jobs.cluster import dry_run
+
+    fit = Fit(1.0, 0.0, 0.0, (), 1)
+    monkeypatch.setattr(calibration, "calibrate_models", lambda models, path, **_: calibration.Calibration(
+        {m: fit for m in models}, Path(path), "cpu:test", ()))
+    monkeypatch.setattr(pilot, "run_pilots", lambda *a, **k: pytest.fail("the pilot ran"))
+    monkeypatch.setattr(dry_run, "_cuda", lambda: False)
+    grid = grid_config("scripted", ["models=[scripted-ar-constant]", "limit=1", "cluster=slurm_a100",
+                                    f"results_dir={tmp_path / 'results'}"])
+    text, _ = dry_run.dry_run_report(grid, calibrate=tmp_path / "calibration.json")
+    assert "pilot: skipped: this machine has no GPU" in text and "run --calibrate on the allocation" in text
+    assert not (tmp_path / "calibration.pilot.json").exists()
