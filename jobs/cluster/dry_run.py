@@ -173,16 +173,17 @@ def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: 
     # as many at once as the run will have actors sharing this CPU: the workers, at most one per unit
     cal = calibrate_models(plan.models, path, device=device,
                            concurrent=1 if gpus else min(workers_on(grid, cluster), max(len(est.unit_s), 1)))
+    foreign = est.device.name != "cpu" and device == "cpu"  # a GPU cluster's dry run on a machine without one
     flown = run_pilots(plan, pilot_path(path), pilot=pilot, device=device,
-                       processes=min(workers_on(grid, cluster), 1 if gpus else 64)) if pilot > 0 else None
+                       processes=min(workers_on(grid, cluster), 1 if gpus else 64)) if pilot > 0 and not foreign else None
     lengths = {**(flown.answer_lengths if flown else {}), **answers}
     measured = estimate_plan(plan, est.device, workers=est.workers, answer_lengths=lengths, calibration=cal.fits,
                              factors=flown.factors if flown else None)
-    lines = pilot_lines(flown, measured, answers) if flown else ["pilot: none (--pilot=0): the calibrated "
-                                                                       "estimate keeps the assumed answer lengths and "
-                                                                       "the rules' forwards"]
-    return render_calibrated(est, measured, cal.device, path, (*cal.notes, *lines),
-                             foreign=est.device.name != "cpu" and device == "cpu")
+    why = "skipped: this machine has no GPU (whole decodes of the study's models would take hours here); run " \
+          "--calibrate on the allocation" if foreign else "none (--pilot=0)"
+    lines = pilot_lines(flown, measured, answers) if flown else [
+        f"pilot: {why}: the calibrated estimate keeps the assumed answer lengths and the rules' forwards"]
+    return render_calibrated(est, measured, cal.device, path, (*cal.notes, *lines), foreign=foreign)
 
 
 def pilot_lines(flown: Pilot, cal: Estimate, answers: dict[tuple[str, str], float]) -> list[str]:

@@ -161,7 +161,7 @@ def run_pilots(plan: Any, path: str | Path, *, pilot: int = 1, device: str = "cp
                decode: Decode | None = None) -> Pilot:
     """The facts of every (model, benchmark) of ``plan``: read from ``path`` where an entry of the same key is
     there, else decoded (``decode``; default :func:`decode_units` in ``processes`` spawned processes, one
-    (model, benchmark) each; 0: in this process) and written back. A pair whose pilot fails keeps the
+    (model, benchmark) each, or one per model with ``processes=1``, as on a GPU; 0: in this process) and written back. A pair whose pilot fails keeps the
     estimate's guesses (one line)."""
     entries = load_pilots(path)
     label = device_label(device)
@@ -219,13 +219,22 @@ def _decode_all(plan: Any, tasks: Mapping[tuple[str, str], list[list[ShardTask]]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max(1, min(processes, len(tasks) or 1)), mp_context=multiprocessing.get_context("spawn")) as pool:
-        jobs = {k: pool.submit(decode_units, plan.models[k[0]], units) for k, units in tasks.items()}
-        for k, job in jobs.items():
+    # one job per (model, benchmark) where processes share a CPU (loads are cheap, the pairs spread); one per
+    # model in a single process (a GPU: each job loads its model once)
+    groups: dict[Any, list[tuple[str, str]]] = {}
+    for k in tasks:
+        groups.setdefault(k[0] if processes == 1 else k, []).append(k)
+    with ProcessPoolExecutor(max(1, min(processes, len(groups) or 1)), mp_context=multiprocessing.get_context("spawn")) as pool:
+        jobs = {g: pool.submit(decode_units, plan.models[keys[0][0]], [u for k in keys for u in tasks[k]])
+                for g, keys in groups.items()}
+        for g, job in jobs.items():
             try:
-                out[k] = job.result()
+                decoded = job.result()
             except Exception as exc:  # noqa: BLE001 — as above
-                out[k] = exc
+                out.update({k: exc for k in groups[g]})
+                continue
+            for k in groups[g]:
+                out[k], decoded = decoded[:len(tasks[k])], decoded[len(tasks[k]):]
     return out
 
 
