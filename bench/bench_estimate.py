@@ -2,17 +2,20 @@
 
     python bench/bench_estimate.py                       # grid=smoke and the default grid (grid=local), fresh results
     python bench/bench_estimate.py grids=[smoke]
+    python bench/bench_estimate.py "grids=[smoke,local]" results=DIR pilot=1   # keep the runs; pilot examples per unit kind
     STREAMGEN_DEVICE_FILE=results/machine.json python bench/bench_estimate.py   # this machine's figures, just measured
 
 For each grid: the models are calibrated here (``streamgen.sizing.calibration``, as ``--calibrate`` does:
 measured seconds per forward, fitted a + b·T; right before the run, so both see the same load), the plan is
-estimated on the ``cpu`` device twice — roofline and calibrated (``jobs.grid.gpu_hours``; the results directory is
-fresh, so answer lengths are the assumed half budget) — then the grid runs here
+estimated on the ``cpu`` device three times — roofline, calibrated (``jobs.grid.gpu_hours``; the results directory
+is fresh, so answer lengths are the assumed half budget) and calibrated with the pilot (``jobs.run.pilot``: its
+answer lengths and forward factors, as ``--calibrate`` prints it) — then the grid runs here
 (``jobs.cluster.executors.run_grid_on_cluster``, as ``workflows/full_grid.py`` does) and both estimates are computed
 again with the run's own answer lengths (``rows``). Printed: predicted and measured decode seconds (the
 actors' time inside units, summed over actors; the estimate's GPU-hours × 3600), seconds inside forwards,
-the ratios, and the load average at calibration and after the run. Model loading, Ray start and scoring are
-outside both sides.
+the ratios, and the load average at calibration and after the run; last, one line per grid:
+``grid X: calibrated/measured = R (pilot), R2 (assumed lengths), roofline/measured = R3``. Model loading, Ray
+start and scoring are outside both sides; the pilot's own decoding (before the run) is outside the measured side.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from jobs.cluster.dry_run import answer_lengths  # noqa: E402
 from jobs.grid.gpu_hours import estimate_plan, grid_device, workers_on  # noqa: E402
 from jobs.grid.plan import plan_grid  # noqa: E402
+from jobs.run.pilot import pilot_path, run_pilots  # noqa: E402
 from streamgen.config import GridConfig, cluster_config, grid_config, load  # noqa: E402
 from streamgen.sizing.calibration import Fit, calibrate_models, load_cache  # noqa: E402
 
@@ -38,13 +43,16 @@ class BenchConfig:
     grids: list[str] | None = None  # None: smoke and local (the README's default command)
     overrides: list[str] | None = None  # key=value for every grid, e.g. [limit=2]
     results: str | None = None  # keep the runs and calibration files here (default: a temporary folder)
+    pilot: int = 1  # examples the pilot decodes per (model, benchmark) and unit kind
 
 
-def predicted_s(grid: GridConfig, rows_from: Path | None, calibration: Mapping[str, Fit] | None = None) -> float:
+def predicted_s(grid: GridConfig, rows_from: Path | None, calibration: Mapping[str, Fit] | None = None,
+                answers: Mapping[tuple[str, str], float] | None = None,
+                factors: Mapping[tuple[str, str], float] | None = None) -> float:
     cluster = cluster_config(grid.cluster)
-    answers = answer_lengths(rows_from) if rows_from is not None else {}
+    lengths = answer_lengths(rows_from) if rows_from is not None else dict(answers or {})
     est = estimate_plan(plan_grid(grid), grid_device(grid, cluster), workers=workers_on(grid, cluster),
-                        answer_lengths=answers, calibration=calibration)
+                        answer_lengths=lengths, calibration=calibration, factors=factors)
     return est.gpu_hours * 3600
 
 
@@ -54,6 +62,8 @@ class Measured:
     roofline_rows: float
     calibrated: float
     calibrated_rows: float
+    calibrated_pilot: float
+    pilot_s: float
     decode_s: float
     forward_s: float
     wall_s: float
@@ -61,8 +71,9 @@ class Measured:
     load_after: float
 
 
-def measure(name: str, root: Path, overrides: list[str]) -> Measured:
-    """Calibrate, estimate (roofline and calibrated), run, estimate again with the run's answer lengths."""
+def measure(name: str, root: Path, overrides: list[str], pilot: int = 1) -> Measured:
+    """Calibrate, fly the pilot, estimate (roofline, calibrated, calibrated with the pilot), run, estimate again
+    with the run's answer lengths."""
     from jobs.cluster.executors import run_grid_on_cluster
 
     grid = grid_config(name, [f"results_dir={root / name}", *overrides])
@@ -71,13 +82,23 @@ def measure(name: str, root: Path, overrides: list[str]) -> Measured:
     for line in cal.notes:
         print(line, flush=True)
     load_cal = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    workers = workers_on(grid, cluster_config(grid.cluster))
+    flown = run_pilots(plan_grid(grid), pilot_path(root / f"{name}-calibration.json"), pilot=pilot, processes=workers)
+    pilot_s = time.perf_counter() - t0
+    for line in flown.notes:
+        print(line, flush=True)
+    for f in flown.facts.values():
+        print(f"pilot {f.model} on {f.benchmark}: {f.examples} example(s), answer {f.answer_tokens:.1f} tokens, "
+              f"factor {f.executed}/{f.rule} = {f.factor:.2f}", flush=True)
     roof, calibrated = predicted_s(grid, None), predicted_s(grid, None, cal.fits)
-    print(f"{name}: predicted {roof:.1f} s (roofline), {calibrated:.1f} s (calibrated); running it (load {load_cal:.2f})",
-          flush=True)
+    with_pilot = predicted_s(grid, None, cal.fits, flown.answer_lengths, flown.factors)
+    print(f"{name}: predicted {roof:.1f} s (roofline), {calibrated:.1f} s (calibrated), {with_pilot:.1f} s (calibrated, "
+          f"pilot of {pilot_s:.0f} s); running it (load {load_cal:.2f})", flush=True)
     summary = run_grid_on_cluster(grid)
     t = summary.timings  # type: ignore[attr-defined]
     return Measured(roof, predicted_s(grid, root / name), calibrated, predicted_s(grid, root / name, cal.fits),
-                    t.decode_s, t.forward_s, summary.wall_s, load_cal, os.getloadavg()[0])  # type: ignore[attr-defined]
+                    with_pilot, pilot_s, t.decode_s, t.forward_s, summary.wall_s, load_cal, os.getloadavg()[0])  # type: ignore[attr-defined]
 
 
 def per_forward_check(results_dir: Path, fits: Mapping[str, Fit]) -> dict[str, tuple[float, float]]:
@@ -116,7 +137,7 @@ def main(argv: list[str]) -> int:
     names = cfg.grids or ["smoke", "local"]
     with tempfile.TemporaryDirectory(prefix="bench_estimate_") as tmp:
         root = Path(cfg.results or tmp)
-        results = {n: measure(n, root, list(cfg.overrides or [])) for n in names}
+        results = {n: measure(n, root, list(cfg.overrides or []), cfg.pilot) for n in names}
         checks = {n: per_forward_check(root / n, fits_of(root / f"{n}-calibration.json")) for n in names}
     print(f"{'grid':<6} {'roofline s':>10} {'(rows)':>8} {'calibr. s':>10} {'(rows)':>8} {'decode s':>9} {'fwd s':>8} "
           f"{'roof/dec':>8} {'(rows)':>7} {'cal/dec':>8} {'(rows)':>7} {'load cal':>8} {'load end':>8}")
@@ -129,7 +150,19 @@ def main(argv: list[str]) -> int:
     for n, per in checks.items():
         for model, (p, m) in per.items():
             print(f"{n:<6} {model:<22} predicted {p:>9.1f} s  measured {m:>9.1f} s  ratio {p / m:>5.2f}")
+    print()
+    for n, m in results.items():
+        print(ratio_line(n, m))
     return 0
+
+
+def ratio_line(name: str, m: Measured) -> str:
+    """The grid's one line: calibrated/measured with the pilot and with the assumed lengths, roofline/measured,
+    the pilot's seconds and the load average at calibration and after the run."""
+    d = m.decode_s
+    return (f"grid {name}: calibrated/measured = {m.calibrated_pilot / d:.2f} (pilot), {m.calibrated / d:.2f} (assumed "
+            f"lengths), roofline/measured = {m.roofline / d:.2f}  [measured decode {d:.1f} s; pilot {m.pilot_s:.0f} s; "
+            f"load {m.load_calibration:.2f} at calibration, {m.load_after:.2f} after]")
 
 
 def fits_of(path: Path) -> dict[str, Fit]:

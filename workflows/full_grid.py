@@ -8,6 +8,7 @@ Local (the embedded default: loopback Ray, CPU, offline SmolLM2, one example of 
     python workflows/full_grid.py grid=smoke --dry-run   # validate, print the plan and an estimate; start nothing
     python workflows/full_grid.py grid=smoke --dry-run --calibrate   # ... and the estimate with seconds measured here
     python workflows/full_grid.py grid=smoke --calibrate=cal.json    # calibrate (or read cal.json), print, then run
+    python workflows/full_grid.py grid=smoke --dry-run --calibrate --pilot=2   # the pilot decodes 2 examples per unit kind (0: none)
 
 Debug (the same driver through submitit's in-process DebugExecutor; breakpoints work)::
 
@@ -47,7 +48,7 @@ def parse_args(argv: Sequence[str]) -> tuple[str, list[str]]:
         if arg in ("-h", "--help"):
             print(__doc__)
             raise SystemExit(0)
-        if arg == "--dry-run" or arg == "--calibrate" or arg.startswith("--calibrate="):
+        if arg == "--dry-run" or arg == "--calibrate" or arg.startswith(("--calibrate=", "--pilot=")):
             continue
         if arg.startswith("grid="):
             name = arg.split("=", 1)[1]
@@ -91,6 +92,12 @@ def main(argv: Sequence[str]) -> int:
     from streamgen.results.results_dir import ResultsDirError, describe_os_error
 
     calibrate = next((a.partition("=")[2] for a in argv if a == "--calibrate" or a.startswith("--calibrate=")), None)
+    pilot_arg = next((a.partition("=")[2] for a in argv if a.startswith("--pilot=")), "1")
+    if not pilot_arg.isdigit():
+        print(f"error: --pilot={pilot_arg}: give the examples the pilot decodes per unit kind as a whole number "
+              "(--pilot=0: no pilot)", file=sys.stderr)
+        return 2
+    pilot = int(pilot_arg)
     try:
         grid = grid_config(name, overrides)
         cal_path = None
@@ -102,14 +109,14 @@ def main(argv: Sequence[str]) -> int:
             from jobs.cluster.dry_run import dry_run_report
             from streamgen.config import raise_if_problems
 
-            text, problems = dry_run_report(grid, calibrate=cal_path)
+            text, problems = dry_run_report(grid, calibrate=cal_path, pilot=pilot)
             print(text)  # the plan and its estimate, also when the pre-flight fails
             raise_if_problems(problems, f"grid {grid.name!r} cannot run")
             return 0
         if cal_path is not None:  # before a real run: calibrate here, print both estimates, then run
             from jobs.cluster.dry_run import dry_run_report
 
-            text, _ = dry_run_report(grid, calibrate=cal_path)
+            text, _ = dry_run_report(grid, calibrate=cal_path, pilot=pilot)
             print(text.split("\n\n")[-1], flush=True)
         from jobs.cluster.executors import run_grid_on_cluster
 

@@ -40,10 +40,11 @@ from jobs.grid.gpu_hours import (
 )
 from jobs.grid.plan import GridPlan, plan_with_problems
 from jobs.grid.unit_sizing import UNIT_FRACTION, target_unit_s
+from jobs.run.pilot import Pilot
 from jobs.run.writer import ResultWriter
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, cluster_config, raise_if_problems
 from streamgen.results.result_files import readable_files
-from streamgen.sizing.parameters import model_parameters
+from streamgen.sizing.parameters import model_parameters, model_size
 
 log = logging.getLogger(__name__)
 
@@ -106,14 +107,19 @@ def _cell_lines(plan: GridPlan, results_dir: Path) -> list[CellLine]:
 
 
 def dry_run_report(grid: GridConfig, *, results_dir: str | Path | None = None,
-                   fit_on: str | Path | None = None, calibrate: str | Path | None = None) -> tuple[str, list[str]]:
+                   fit_on: str | Path | None = None, calibrate: str | Path | None = None,
+                   pilot: int = 1) -> tuple[str, list[str]]:
     """The plan and its estimate as text, and the problems that would stop a run (the pre-flight's).
-    Raises ConfigError when the grid cannot even be planned. Starts nothing, writes nothing.
+    Raises ConfigError when the grid cannot even be planned. Starts nothing and writes nothing, except
+    with ``calibrate`` (below).
 
     ``results_dir``: where complete shards are looked for (default ``grid.results_dir``); ``fit_on``:
     where earlier rows' answer lengths are read (default the same directory). ``calibrate``: a calibration
     file (``--calibrate``; ``streamgen.sizing.calibration``): the grid's models are timed on this machine
-    (or their fits read from the file) and the calibrated estimate is printed beside the roofline's.
+    (or their fits read from the file) and the calibrated estimate is printed beside the roofline's;
+    ``pilot`` examples of each (model, benchmark) per unit kind are decoded here first (``jobs.run.pilot``;
+    0: none) and their answer lengths and forward factors enter the calibrated estimate. The calibration
+    and the pilot write their cache files; nothing else is written.
     """
     from jobs.cluster.executors import allocation, validate_cluster
 
@@ -133,10 +139,19 @@ def dry_run_report(grid: GridConfig, *, results_dir: str | Path | None = None,
     problems = [*problems, *fit.problems]
     plan = dataclasses.replace(plan, resource_notes=fit.notes)
     parts = [render(grid, plan, _cell_lines(plan, out_dir), out_dir), "",
-             render_estimate(est, grid, cluster, answers, Sharing(alone, forked))]
+             "\n".join([render_estimate(est, grid, cluster, answers, Sharing(alone, forked)), *moe_lines(plan)])]
     if calibrate is not None:
-        parts += ["", calibrated_report(plan, est, grid, cluster, answers, Path(calibrate))]
+        parts += ["", calibrated_report(plan, est, grid, cluster, answers, Path(calibrate), pilot=pilot)]
     return "\n".join(parts), problems
+
+
+def moe_lines(plan: GridPlan) -> list[str]:
+    """Per mixture-of-experts model: its experts, experts per token and where they came from (its cached
+    config.json, else its YAML: ``streamgen.sizing.parameters``)."""
+    sizes = {name: model_size(cfg) for name, cfg in plan.models.items()}
+    return [f"  - {name}: a mixture of experts, {s.experts} experts, {s.top_k} per token"
+            f"{f', {s.active:,} parameters active of {s.parameters:,}' if s.active else ''} (from {s.moe_source})"
+            for name, s in sizes.items() if s is not None and s.experts is not None]
 
 
 def calibration_path(grid: GridConfig, value: str | None) -> Path:
@@ -145,9 +160,12 @@ def calibration_path(grid: GridConfig, value: str | None) -> Path:
 
 
 def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: ClusterConfig,
-                      answers: dict[tuple[str, str], float], path: Path) -> str:
-    """Time the grid's models here (or read their fits from ``path``) and print the calibrated estimate
-    beside the roofline's, per (model, benchmark) and in total."""
+                      answers: dict[tuple[str, str], float], path: Path, *, pilot: int = 1) -> str:
+    """Time the grid's models here (or read their fits from ``path``), run the pilot (``pilot`` examples per
+    (model, benchmark) and unit kind; its facts cached beside ``path``) and print the calibrated estimate beside
+    the roofline's, per (model, benchmark) and in total. The pilot's answer lengths replace the assumed ones
+    (earlier rows, where ``results_dir`` has them, still win) and its factors scale the rules' forwards."""
+    from jobs.run.pilot import pilot_path, run_pilots
     from streamgen.sizing.calibration import calibrate_models
 
     gpus = cluster.nodes * cluster.gpus_per_node
@@ -155,9 +173,35 @@ def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: 
     # as many at once as the run will have actors sharing this CPU: the workers, at most one per unit
     cal = calibrate_models(plan.models, path, device=device,
                            concurrent=1 if gpus else min(workers_on(grid, cluster), max(len(est.unit_s), 1)))
-    measured = estimate_plan(plan, est.device, workers=est.workers, answer_lengths=answers, calibration=cal.fits)
-    return render_calibrated(est, measured, cal.device, path, cal.notes,
-                             foreign=est.device.name != "cpu" and device == "cpu")
+    foreign = est.device.name != "cpu" and device == "cpu"  # a GPU cluster's dry run on a machine without one
+    flown = run_pilots(plan, pilot_path(path), pilot=pilot, device=device,
+                       processes=min(workers_on(grid, cluster), 1 if gpus else 64)) if pilot > 0 and not foreign else None
+    lengths = {**(flown.answer_lengths if flown else {}), **answers}
+    measured = estimate_plan(plan, est.device, workers=est.workers, answer_lengths=lengths, calibration=cal.fits,
+                             factors=flown.factors if flown else None)
+    why = "skipped: this machine has no GPU (whole decodes of the study's models would take hours here); run " \
+          "--calibrate on the allocation" if foreign else "none (--pilot=0)"
+    lines = pilot_lines(flown, measured, answers) if flown else [
+        f"pilot: {why}: the calibrated estimate keeps the assumed answer lengths and the rules' forwards"]
+    return render_calibrated(est, measured, cal.device, path, (*cal.notes, *lines), foreign=foreign)
+
+
+def pilot_lines(flown: Pilot, cal: Estimate, answers: dict[tuple[str, str], float]) -> list[str]:
+    """The pilot's facts per (model, benchmark) and what it costs, priced from the calibrated estimate: per pair,
+    its decoding × the pilot's examples / the pair's examples."""
+    rows = {(x.model, x.benchmark): x for x in cal.lines}
+    out, cost = [*flown.notes], 0.0
+    for key, f in flown.facts.items():
+        line = rows.get(key)
+        share = f.examples / line.examples if line and line.examples else 0.0
+        cost += share * (line.gpu_hours if line else 0.0)
+        used = " (earlier rows' answer length used instead)" if (f.row_model, f.benchmark) in answers else ""
+        out.append(f"pilot {f.model} on {f.benchmark}: {f.examples} example(s), base answer {f.answer_tokens:.1f} tokens"
+                   f"{used}; forwards executed {f.executed:,} / the rules' {f.rule:,} = factor {f.factor:.2f}")
+    total = cal.gpu_hours
+    out.append(f"pilot: costs about {duration(cost * 3600)} of decoding here ({cost / total if total else 0:.0%} of the "
+               f"calibrated estimate; on a small grid it is a large share of it)")
+    return out
 
 
 def _cuda() -> bool:

@@ -224,10 +224,11 @@ def unit_seconds(plan: PlanLike, device: Device, *, answer_lengths: Mapping[tupl
 
 def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], float],
            kept: Callable[[Any], float] | None = None, *, share: bool | None = None,
-           forked: bool = False, calibration: Mapping[str, Fit] | None = None
+           forked: bool = False, calibration: Mapping[str, Fit] | None = None,
+           factors: Mapping[tuple[str, str], float] | None = None
            ) -> dict[str, tuple[float, int, tuple[Shard, ...], int]]:
     """Per unit (by its first shard id): seconds, forwards, its shards, examples decoded."""
-    fits = calibration or {}
+    fits, factor_of = calibration or {}, factors or {}
     sizes = {name: model_size(cfg) for name, cfg in plan.models.items()}
     out: dict[str, tuple[float, int, tuple[Shard, ...], int]] = {}
     for unit in group_shards(plan.shards, share=plan.grid.share_work):
@@ -237,6 +238,7 @@ def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], flo
         if size is None:
             continue
         seconds, forwards, n = 0.0, 0, 0
+        factor = factor_of.get((first.model_name, bench), 1.0)
         for example_id in first.example_ids:
             if plan.excluded[(bench, example_id)]:
                 continue
@@ -248,22 +250,26 @@ def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], flo
                                 share=plan.grid.share_work if share is None else share, forked=forked,
                                 fit=fits.get(first.model_name))
             seconds, forwards, n = seconds + cost.seconds, forwards + cost.forwards, n + 1
-        out[first.shard_id] = (seconds, forwards, unit, n)
+        out[first.shard_id] = (seconds * factor, round(forwards * factor), unit, n)
     return out
 
 
 def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
                   answer_lengths: Mapping[tuple[str, str], float] | None = None,
                   kept: Callable[[Any], float] | None = None, share: bool | None = None,
-                  forked: bool = False, calibration: Mapping[str, Fit] | None = None) -> Estimate:
+                  forked: bool = False, calibration: Mapping[str, Fit] | None = None,
+                  factors: Mapping[tuple[str, str], float] | None = None) -> Estimate:
     """The plan's estimate per (model, benchmark) and in total on ``workers`` actors of ``device``.
 
     ``kept``: a cell → the share of each later stream step's draft kept (default nothing: the bound
     the dry run prints; ``bench/bench_estimate_refill.py`` sets it to read what keeping saves).
     ``share``: count shared work once (default the grid's ``share_work``; False: every cell alone);
     ``forked``: every cell on a path of its own from step 2 (cells that keep different runs).
-    ``calibration``: model name → measured fit (``--calibrate``); those models' seconds are measured ones."""
-    units = _units(plan, device, answer_lengths or {}, kept, share=share, forked=forked, calibration=calibration)
+    ``calibration``: model name → measured fit (``--calibrate``); those models' seconds are measured ones.
+    ``factors``: (model name, benchmark) → forwards executed per forward of the rules, from the pilot
+    (``jobs.run.pilot``): every unit's forwards and seconds of that pair are scaled by it."""
+    units = _units(plan, device, answer_lengths or {}, kept, share=share, forked=forked, calibration=calibration,
+                   factors=factors)
     acc: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
     ids: dict[tuple[str, str], set[str]] = defaultdict(set)
     for seconds, forwards, unit, _ in units.values():

@@ -10,6 +10,8 @@ line per module, in import order:
 - ``spool``: a unit's finished examples, appended durably: a killed unit resumes from them.
 - ``scheduler``: per-model queues, timeouts, requeue on actor death; yields events (imports nothing of jobs/).
 - ``actors``: ``ModelActor``, one model per actor, base and stream runs of an example back to back.
+- ``pilot``: ``--calibrate``'s pilot: a few examples per (model, benchmark) through ``run_unit``, outside the results;
+  answer lengths and forward factors for the calibrated estimate.
 - ``rows``: the CPU worker's task: score a decoded unit; the one row builder.
 - ``driver``: ``run_grid(grid)`` → ``GridSummary``: plan, resume, start Ray, schedule, write, close the run.
 

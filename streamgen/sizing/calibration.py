@@ -208,30 +208,34 @@ def entry_key(fingerprint: str, device: str, dtype: str) -> str:
     return f"{fingerprint}|{device}|{dtype}"
 
 
-def load_cache(path: str | Path) -> dict[str, dict[str, Any]]:
-    """The entries of a calibration file (none if it does not exist); ConfigError in one line when the
-    file is not one."""
+def load_cache(path: str | Path, *, fmt: str = CALIBRATION_FORMAT,
+               check: Callable[[Mapping[str, Any]], object] = lambda e: Fit.from_dict(e["fit"]),
+               what: str = "a streamgen calibration", fix: str = "name another file with --calibrate=PATH"
+               ) -> dict[str, dict[str, Any]]:
+    """The entries of a cache file of format ``fmt`` (none if it does not exist), each read by ``check``;
+    ConfigError in one line when the file is not one (``what``: what it should be, ``fix``: the way out).
+    The pilot's cache (``jobs.run.pilot``) is one too, with its own format and check."""
     p = Path(path)
     if not p.exists():
         return {}
     try:
         data = json.loads(p.read_text())
-        if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
-            raise ValueError(f"no \"format\": \"{CALIBRATION_FORMAT}\"")
+        if not isinstance(data, dict) or data.get("format") != fmt:
+            raise ValueError(f"no \"format\": \"{fmt}\"")
         entries = data["entries"]
         for e in entries.values():
-            Fit.from_dict(e["fit"])
+            check(e)
         return dict(entries)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ConfigError([f"calibration file {p} is not a streamgen calibration ({type(exc).__name__}: {exc}); "
-                           f"move it away or name another file with --calibrate=PATH"]) from exc
+        raise ConfigError([f"{'calibration' if fmt == CALIBRATION_FORMAT else 'pilot'} file {p} is not {what} "
+                           f"({type(exc).__name__}: {exc}); move it away or {fix}"]) from exc
 
 
-def save_cache(path: str | Path, entries: Mapping[str, Mapping[str, Any]]) -> None:
+def save_cache(path: str | Path, entries: Mapping[str, Mapping[str, Any]], *, fmt: str = CALIBRATION_FORMAT) -> None:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_suffix(p.suffix + ".tmp")
-    tmp.write_text(json.dumps({"format": CALIBRATION_FORMAT, "entries": dict(entries)}, indent=1, sort_keys=True))
+    tmp.write_text(json.dumps({"format": fmt, "entries": dict(entries)}, indent=1, sort_keys=True))
     os.replace(tmp, p)
 
 

@@ -4,7 +4,12 @@ Where the number comes from, in order:
 
 - a hub or local checkpoint whose ``config.json`` is on disk: counted from the config (embeddings, attention
   with its key/value heads, a gated MLP, norms; the output head unless tied) — exact for the LLaMA / Qwen /
-  Gemma / LLaDA shapes the study runs;
+  Gemma / LLaDA shapes the study runs; a mixture of experts (DiffusionGemma, Gemma 4: ``num_experts``,
+  ``top_k_experts``, ``moe_intermediate_size`` as transformers' ``DiffusionGemmaTextConfig`` names them;
+  ``num_local_experts`` / ``num_experts_per_tok`` elsewhere) adds each layer's experts (gated, like the
+  MLP) and router, and its active count (the top-k experts instead of all); where the config has no
+  expert fields, the YAML's ``experts`` / ``experts_per_token`` / ``active_parameters`` are used, and
+  :attr:`ModelSize.moe_source` says which;
 - otherwise the model YAML's ``parameters`` / ``layers`` fields (their source, the model card, is cited in
   the YAML); neither field changes a result, so neither enters shard ids or fingerprints;
 - the packaged GGUF models (SmolLM2, Gemma-3-270M): the tensors' element counts in the GGUF header;
@@ -13,6 +18,7 @@ Where the number comes from, in order:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -37,6 +43,7 @@ class ModelSize:
     active: int | None = None  # a mixture of experts: parameters one token computes with
     experts: int | None = None
     top_k: int | None = None  # experts per token
+    moe_source: str | None = None  # where experts and top_k came from (None: not a mixture of experts)
 
 
 def _get(cfg: dict[str, Any], *names: str, default: Any = None) -> Any:
@@ -68,7 +75,15 @@ def size_from_config(raw: dict[str, Any]) -> ModelSize | None:
     norms = 4 if kind.startswith("gemma3") else 2  # Gemma 3: pre and post norms around attention and MLP
     per_layer = attention + 3 * hidden * mlp + norms * hidden
     total = layers * per_layer + vocab * hidden * (1 if tied else 2) + hidden
-    return ModelSize(total, layers, "config.json")
+    experts, top_k = _get(c, "num_experts", "num_local_experts"), _get(c, "top_k_experts", "num_experts_per_tok")
+    if experts is None or top_k is None:
+        return ModelSize(total, layers, "config.json")
+    experts, top_k = int(experts), int(top_k)
+    expert = 3 * hidden * int(_get(c, "moe_intermediate_size", default=0))  # gate, up and down, like the MLP
+    # the experts, the router (projection, its scale and per-expert scale) and the block's three norms (Gemma 4)
+    total += layers * (experts * expert + hidden * experts + experts + 4 * hidden)
+    active = total - layers * (experts - top_k) * expert if expert else None
+    return ModelSize(total, layers, "config.json", active, experts, top_k, "config.json")
 
 
 def _config_json(cfg: ModelConfig) -> Path | None:
@@ -149,11 +164,15 @@ def _built_size(key: str) -> ModelSize:
 def model_size(cfg: ModelConfig) -> ModelSize | None:
     """``cfg``'s size, or None when neither its config.json is cached nor its YAML states ``parameters``."""
     path = _config_json(cfg)
+    yaml = f"configs/models/{cfg.name}.yaml"
     if path is not None and (size := _size_from_file(cfg, path)) is not None:
+        if size.experts is None and cfg.experts is not None:  # the config has no expert fields: the YAML's
+            return dataclasses.replace(size, active=cfg.active_parameters, experts=cfg.experts,
+                                       top_k=cfg.experts_per_token, moe_source=f"{yaml} (no expert fields in config.json)")
         return size
     if cfg.parameters is not None:
-        return ModelSize(int(cfg.parameters), int(cfg.layers or 32), f"configs/models/{cfg.name}.yaml",
-                         cfg.active_parameters, cfg.experts, cfg.experts_per_token)
+        return ModelSize(int(cfg.parameters), int(cfg.layers or 32), yaml, cfg.active_parameters, cfg.experts,
+                         cfg.experts_per_token, yaml if cfg.experts is not None else None)
     if cfg.source in ("smollm2", "gemma3_270m", "gguf"):
         return _gguf_size(_gguf_path(cfg))
     if cfg.source in ("tiny", "scripted"):

@@ -71,9 +71,10 @@ def test_readme_command_passes_dry_run(command: str, tmp_path: Path, monkeypatch
     if "probe.py" not in command:  # the probe is one verify per draft: it prints its work, not a GPU-hour estimate
         assert "estimate:" in out and "assumptions" in out
     written = {p.name for p in after - before if p.is_file()}
-    if "--calibrate" in args:  # the one file --calibrate is asked to write: its cache (docs/estimate.md)
-        assert written == {"calibration.json"} and "calibrated on" in out
-        after = {p for p in after if p in before or not (p.name == "calibration.json" or p.is_dir())}
+    if "--calibrate" in args:  # the files --calibrate is asked to write: its caches (docs/estimate.md), which an
+        caches = {"calibration.json", "calibration.pilot.json"}  # earlier run in this checkout may have left
+        assert written <= caches <= {p.name for p in after if p.is_file()} and "calibrated on" in out
+        after = {p for p in after if p in before or not (p.name in caches or p.is_dir())}
     assert after == before, "a dry run wrote files"
 
 

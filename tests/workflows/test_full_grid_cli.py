@@ -64,6 +64,17 @@ def test_bad_config_fails_before_anything_starts(tmp_path: Path) -> None:
     assert "starting local Ray" not in message and "started an actor" not in message
 
 
+def test_a_pilot_count_that_is_no_number_is_one_line_naming_the_fix(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from workflows.full_grid import main
+
+    assert main(["grid=smoke", f"results_dir={tmp_path / 'r'}", "--dry-run", "--calibrate", "--pilot=two"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --pilot=two: give the examples the pilot decodes per unit kind as a whole number "
+                   "(--pilot=0: no pilot)"]
+    assert not (tmp_path / "r").exists()
+
+
 def test_bad_config_raises_one_config_error_in_process(tmp_path: Path) -> None:
     import ray
 

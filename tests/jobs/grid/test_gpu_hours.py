@@ -88,6 +88,60 @@ def test_llada_8b_from_its_public_config() -> None:
     assert size_from_config({"hidden_size": 8}) is None  # a partial config: the YAML's figure is used
 
 
+def _moe_config(**experts: int) -> dict:
+    """A DiffusionGemma-shaped config.json (transformers' DiffusionGemmaTextConfig field names, nested in
+    ``text_config`` as the checkpoint nests them), small numbers."""
+    text = {"model_type": "diffusion_gemma_text", "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "head_dim": 8, "intermediate_size": 32, "vocab_size": 100,
+            "tie_word_embeddings": True, **experts}
+    return {"model_type": "diffusion_gemma", "text_config": text}
+
+
+def test_moe_experts_and_top_k_from_the_config_json() -> None:
+    dense = size_from_config(_moe_config())
+    assert dense is not None and dense.experts is None and dense.moe_source is None
+    size = size_from_config(_moe_config(num_experts=4, top_k_experts=2, moe_intermediate_size=8))
+    assert size is not None and (size.experts, size.top_k, size.moe_source) == (4, 2, "config.json")
+    expert = 3 * 16 * 8  # gate, up, down
+    per_layer = 4 * expert + 16 * 4 + 4 + 4 * 16  # the experts, router projection, per-expert scale, router scale + 3 norms
+    assert size.parameters == dense.parameters + 2 * per_layer
+    assert size.active == size.parameters - 2 * (4 - 2) * expert  # the top-2 experts instead of all 4
+    other = size_from_config(_moe_config(num_local_experts=8, num_experts_per_tok=1, moe_intermediate_size=8))
+    assert other is not None and (other.experts, other.top_k) == (8, 1)  # the Mixtral / Qwen-MoE names
+
+
+def _dg_local(tmp_path: Path, config: dict) -> object:
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return dataclasses.replace(model_config("diffusiongemma-26b-a4b-it"), source="local", path=str(tmp_path))
+
+
+def test_diffusiongemma_reads_its_cached_config_json_and_falls_back_to_its_yaml(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from jobs.cluster.dry_run import moe_lines
+
+    yaml = model_config("diffusiongemma-26b-a4b-it")
+    assert (yaml.experts, yaml.experts_per_token) == (128, 8)
+    (tmp_path / "a").mkdir()
+    read = model_size(_dg_local(tmp_path / "a", _moe_config(num_experts=4, top_k_experts=2, moe_intermediate_size=8)))
+    assert read is not None and (read.experts, read.top_k, read.source, read.moe_source) == (4, 2, "config.json",
+                                                                                             "config.json")
+    (tmp_path / "b").mkdir()
+    bare = model_size(_dg_local(tmp_path / "b", _moe_config()))  # no expert fields: the YAML's
+    assert bare is not None and bare.source == "config.json"
+    assert (bare.experts, bare.top_k, bare.active) == (128, 8, yaml.active_parameters)
+    assert bare.moe_source == "configs/models/diffusiongemma-26b-a4b-it.yaml (no expert fields in config.json)"
+    only_yaml = model_size(yaml)  # no config.json cached here
+    assert only_yaml is not None and only_yaml.moe_source == "configs/models/diffusiongemma-26b-a4b-it.yaml"
+    (line,) = moe_lines(SimpleNamespace(models={"dg": _dg_local(tmp_path / "a", _moe_config(
+        num_experts=4, top_k_experts=2, moe_intermediate_size=8))}))  # type: ignore[arg-type]
+    assert line == f"  - dg: a mixture of experts, 4 experts, 2 per token, {read.active:,} parameters active of " \
+                   f"{read.parameters:,} (from config.json)"
+    assert moe_lines(SimpleNamespace(models={"llama": model_config("llama-3.1-8b-instruct")})) == []  # type: ignore[arg-type]
+
+
 def test_study_models_without_a_cached_config_use_their_yaml_and_ids_do_not_move() -> None:
     from streamgen.results.cells import config_settings
 

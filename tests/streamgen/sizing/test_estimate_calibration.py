@@ -274,7 +274,7 @@ def test_the_dry_run_prints_the_warm_up_as_its_own_line() -> None:
 def test_the_dry_run_prints_the_calibrated_estimate_beside_the_roofline(tmp_path: Path) -> None:
     """--calibrate on the dry run: the fits come from the file (filled here by a fake timer, as many at once
     as the grid's workers), the table holds both columns per (model, benchmark), the total is the
-    calibrated estimate's."""
+    calibrated estimate's. No pilot (``--pilot=0``): its answer lengths and factors are tests/jobs/run/test_pilot.py's."""
     from jobs.cluster.dry_run import dry_run_report, duration
     from jobs.grid.plan import plan_grid
     from streamgen.config import grid_config
@@ -285,7 +285,7 @@ def test_the_dry_run_prints_the_calibrated_estimate_beside_the_roofline(tmp_path
     fit = Fit(0.0, 1e-4, 1e-3, ((1, 2e-3), (300, 0.03)), 1)
     path = tmp_path / "cal.json"
     calibrate_models(plan.models, path, concurrent=grid.workers, measure=lambda cfg: fit)
-    text, _ = dry_run_report(grid, calibrate=path)
+    text, _ = dry_run_report(grid, calibrate=path, pilot=0)
     cal = estimate_plan(plan, DEVICES["cpu"], workers=2, calibration={m: fit for m in plan.models})
     roof = estimate_plan(plan, DEVICES["cpu"], workers=2)
     part = text.split("calibrated on ", 1)[1]
