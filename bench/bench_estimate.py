@@ -14,8 +14,9 @@ answer lengths and forward factors, as ``--calibrate`` prints it) — then the g
 again with the run's own answer lengths (``rows``). Printed: predicted and measured decode seconds (the
 actors' time inside units, summed over actors; the estimate's GPU-hours × 3600), seconds inside forwards,
 the ratios, and the load average at calibration and after the run; last, one line per grid:
-``grid X: calibrated/measured = R (pilot), R2 (assumed lengths), roofline/measured = R3``. Model loading, Ray
-start and scoring are outside both sides; the pilot's own decoding (before the run) is outside the measured side.
+``grid X: calibrated/measured = R (pilot), R1 (pilot's counts, the fit's seconds), R2 (assumed lengths),
+roofline/measured = R3`` (R: the pilot's lengths, forward factors and time factors, as ``--calibrate`` prints
+it). Model loading, Ray start and scoring are outside both sides; the pilot's own decoding (before the run) is outside the measured side.
 """
 
 from __future__ import annotations
@@ -48,11 +49,12 @@ class BenchConfig:
 
 def predicted_s(grid: GridConfig, rows_from: Path | None, calibration: Mapping[str, Fit] | None = None,
                 answers: Mapping[tuple[str, str], float] | None = None,
-                factors: Mapping[tuple[str, str], float] | None = None) -> float:
+                factors: Mapping[tuple[str, str], float] | None = None,
+                time_factors: Mapping[str, float] | None = None) -> float:
     cluster = cluster_config(grid.cluster)
     lengths = answer_lengths(rows_from) if rows_from is not None else dict(answers or {})
     est = estimate_plan(plan_grid(grid), grid_device(grid, cluster), workers=workers_on(grid, cluster),
-                        answer_lengths=lengths, calibration=calibration, factors=factors)
+                        answer_lengths=lengths, calibration=calibration, factors=factors, time_factors=time_factors)
     return est.gpu_hours * 3600
 
 
@@ -62,7 +64,8 @@ class Measured:
     roofline_rows: float
     calibrated: float
     calibrated_rows: float
-    calibrated_pilot: float
+    calibrated_pilot: float  # the pilot's lengths, forward factors and time factors
+    calibrated_pilot_counts: float  # the pilot's lengths and forward factors only (the fit's seconds as measured)
     pilot_s: float
     decode_s: float
     forward_s: float
@@ -84,7 +87,8 @@ def measure(name: str, root: Path, overrides: list[str], pilot: int = 1) -> Meas
     load_cal = os.getloadavg()[0]
     t0 = time.perf_counter()
     workers = workers_on(grid, cluster_config(grid.cluster))
-    flown = run_pilots(plan_grid(grid), pilot_path(root / f"{name}-calibration.json"), pilot=pilot, processes=workers)
+    flown = run_pilots(plan_grid(grid), pilot_path(root / f"{name}-calibration.json"), pilot=pilot, processes=workers,
+                       fits=cal.fits)
     pilot_s = time.perf_counter() - t0
     for line in flown.notes:
         print(line, flush=True)
@@ -92,13 +96,16 @@ def measure(name: str, root: Path, overrides: list[str], pilot: int = 1) -> Meas
         print(f"pilot {f.model} on {f.benchmark}: {f.examples} example(s), answer {f.answer_tokens:.1f} tokens, "
               f"factor {f.executed}/{f.rule} = {f.factor:.2f}", flush=True)
     roof, calibrated = predicted_s(grid, None), predicted_s(grid, None, cal.fits)
-    with_pilot = predicted_s(grid, None, cal.fits, flown.answer_lengths, flown.factors)
+    for model, factor in flown.time_factors.items():
+        print(f"pilot {model}: time factor {factor:.2f}", flush=True)
+    counts = predicted_s(grid, None, cal.fits, flown.answer_lengths, flown.factors)
+    with_pilot = predicted_s(grid, None, cal.fits, flown.answer_lengths, flown.factors, flown.time_factors)
     print(f"{name}: predicted {roof:.1f} s (roofline), {calibrated:.1f} s (calibrated), {with_pilot:.1f} s (calibrated, "
           f"pilot of {pilot_s:.0f} s); running it (load {load_cal:.2f})", flush=True)
     summary = run_grid_on_cluster(grid)
     t = summary.timings  # type: ignore[attr-defined]
     return Measured(roof, predicted_s(grid, root / name), calibrated, predicted_s(grid, root / name, cal.fits),
-                    with_pilot, pilot_s, t.decode_s, t.forward_s, summary.wall_s, load_cal, os.getloadavg()[0])  # type: ignore[attr-defined]
+                    with_pilot, counts, pilot_s, t.decode_s, t.forward_s, summary.wall_s, load_cal, os.getloadavg()[0])  # type: ignore[attr-defined]
 
 
 def per_forward_check(results_dir: Path, fits: Mapping[str, Fit]) -> dict[str, tuple[float, float]]:
@@ -160,8 +167,8 @@ def ratio_line(name: str, m: Measured) -> str:
     """The grid's one line: calibrated/measured with the pilot and with the assumed lengths, roofline/measured,
     the pilot's seconds and the load average at calibration and after the run."""
     d = m.decode_s
-    return (f"grid {name}: calibrated/measured = {m.calibrated_pilot / d:.2f} (pilot), {m.calibrated / d:.2f} (assumed "
-            f"lengths), roofline/measured = {m.roofline / d:.2f}  [measured decode {d:.1f} s; pilot {m.pilot_s:.0f} s; "
+    return (f"grid {name}: calibrated/measured = {m.calibrated_pilot / d:.2f} (pilot), {m.calibrated_pilot_counts / d:.2f} "
+            f"(pilot's counts, the fit's seconds), {m.calibrated / d:.2f} (assumed lengths), roofline/measured = {m.roofline / d:.2f}  [measured decode {d:.1f} s; pilot {m.pilot_s:.0f} s; "
             f"load {m.load_calibration:.2f} at calibration, {m.load_after:.2f} after]")
 
 

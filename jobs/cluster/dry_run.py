@@ -164,7 +164,8 @@ def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: 
     """Time the grid's models here (or read their fits from ``path``), run the pilot (``pilot`` examples per
     (model, benchmark) and unit kind; its facts cached beside ``path``) and print the calibrated estimate beside
     the roofline's, per (model, benchmark) and in total. The pilot's answer lengths replace the assumed ones
-    (earlier rows, where ``results_dir`` has them, still win) and its factors scale the rules' forwards."""
+    (earlier rows, where ``results_dir`` has them, still win), its factors scale the rules' forwards, and its
+    measured decoding against the fit's seconds for the same decodes scales each model's seconds (time factor)."""
     from jobs.run.pilot import pilot_path, run_pilots
     from streamgen.sizing.calibration import calibrate_models
 
@@ -175,10 +176,12 @@ def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: 
                            concurrent=1 if gpus else min(workers_on(grid, cluster), max(len(est.unit_s), 1)))
     foreign = est.device.name != "cpu" and device == "cpu"  # a GPU cluster's dry run on a machine without one
     flown = run_pilots(plan, pilot_path(path), pilot=pilot, device=device,
-                       processes=min(workers_on(grid, cluster), 1 if gpus else 64)) if pilot > 0 and not foreign else None
+                       processes=min(workers_on(grid, cluster), 1 if gpus else 64),
+                       fits=cal.fits) if pilot > 0 and not foreign else None
     lengths = {**(flown.answer_lengths if flown else {}), **answers}
     measured = estimate_plan(plan, est.device, workers=est.workers, answer_lengths=lengths, calibration=cal.fits,
-                             factors=flown.factors if flown else None)
+                             factors=flown.factors if flown else None,
+                             time_factors=flown.time_factors if flown else None)
     why = "skipped: this machine has no GPU (whole decodes of the study's models would take hours here); run " \
           "--calibrate on the allocation" if foreign else "none (--pilot=0)"
     lines = pilot_lines(flown, measured, answers) if flown else [
@@ -198,6 +201,11 @@ def pilot_lines(flown: Pilot, cal: Estimate, answers: dict[tuple[str, str], floa
         used = " (earlier rows' answer length used instead)" if (f.row_model, f.benchmark) in answers else ""
         out.append(f"pilot {f.model} on {f.benchmark}: {f.examples} example(s), base answer {f.answer_tokens:.1f} tokens"
                    f"{used}; forwards executed {f.executed:,} / the rules' {f.rule:,} = factor {f.factor:.2f}")
+    for model, factor in flown.time_factors.items():
+        wall = sum(f.wall_s for f in flown.facts.values() if f.model == model)
+        fitted = sum(f.predicted_s for f in flown.facts.values() if f.model == model)
+        out.append(f"pilot {model}: decoded in {wall:.1f} s against the fit's {fitted:.1f} s for the same decodes: "
+                   f"its seconds × {factor:.2f} (time factor)")
     total = cal.gpu_hours
     out.append(f"pilot: costs about {duration(cost * 3600)} of decoding here ({cost / total if total else 0:.0%} of the "
                f"calibrated estimate; on a small grid it is a large share of it)")

@@ -225,10 +225,11 @@ def unit_seconds(plan: PlanLike, device: Device, *, answer_lengths: Mapping[tupl
 def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], float],
            kept: Callable[[Any], float] | None = None, *, share: bool | None = None,
            forked: bool = False, calibration: Mapping[str, Fit] | None = None,
-           factors: Mapping[tuple[str, str], float] | None = None
+           factors: Mapping[tuple[str, str], float] | None = None,
+           time_factors: Mapping[str, float] | None = None
            ) -> dict[str, tuple[float, int, tuple[Shard, ...], int]]:
     """Per unit (by its first shard id): seconds, forwards, its shards, examples decoded."""
-    fits, factor_of = calibration or {}, factors or {}
+    fits, factor_of, timed = calibration or {}, factors or {}, time_factors or {}
     sizes = {name: model_size(cfg) for name, cfg in plan.models.items()}
     out: dict[str, tuple[float, int, tuple[Shard, ...], int]] = {}
     for unit in group_shards(plan.shards, share=plan.grid.share_work):
@@ -250,7 +251,7 @@ def _units(plan: PlanLike, device: Device, answers: Mapping[tuple[str, str], flo
                                 share=plan.grid.share_work if share is None else share, forked=forked,
                                 fit=fits.get(first.model_name))
             seconds, forwards, n = seconds + cost.seconds, forwards + cost.forwards, n + 1
-        out[first.shard_id] = (seconds * factor, round(forwards * factor), unit, n)
+        out[first.shard_id] = (seconds * factor * timed.get(first.model_name, 1.0), round(forwards * factor), unit, n)
     return out
 
 
@@ -258,7 +259,8 @@ def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
                   answer_lengths: Mapping[tuple[str, str], float] | None = None,
                   kept: Callable[[Any], float] | None = None, share: bool | None = None,
                   forked: bool = False, calibration: Mapping[str, Fit] | None = None,
-                  factors: Mapping[tuple[str, str], float] | None = None) -> Estimate:
+                  factors: Mapping[tuple[str, str], float] | None = None,
+                  time_factors: Mapping[str, float] | None = None) -> Estimate:
     """The plan's estimate per (model, benchmark) and in total on ``workers`` actors of ``device``.
 
     ``kept``: a cell → the share of each later stream step's draft kept (default nothing: the bound
@@ -267,9 +269,10 @@ def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
     ``forked``: every cell on a path of its own from step 2 (cells that keep different runs).
     ``calibration``: model name → measured fit (``--calibrate``); those models' seconds are measured ones.
     ``factors``: (model name, benchmark) → forwards executed per forward of the rules, from the pilot
-    (``jobs.run.pilot``): every unit's forwards and seconds of that pair are scaled by it."""
+    (``jobs.run.pilot``): every unit's forwards and seconds of that pair are scaled by it. ``time_factors``: model
+    name → the pilot's measured decoding over the fit's seconds for it: that model's seconds are scaled by it."""
     units = _units(plan, device, answer_lengths or {}, kept, share=share, forked=forked, calibration=calibration,
-                   factors=factors)
+                   factors=factors, time_factors=time_factors)
     acc: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
     ids: dict[tuple[str, str], set[str]] = defaultdict(set)
     for seconds, forwards, unit, _ in units.values():

@@ -34,7 +34,7 @@ from jobs.grid.shards import Shard
 from jobs.grid.units import group_shards
 from streamgen.config import ModelConfig
 from streamgen.results.cells import stable_hash
-from streamgen.sizing.calibration import device_label, load_cache, model_fingerprint, save_cache
+from streamgen.sizing.calibration import Fit, device_label, load_cache, model_fingerprint, save_cache
 from streamgen.sizing.devices import DEVICES
 from streamgen.sizing.parameters import ModelSize
 
@@ -56,6 +56,8 @@ class PilotFacts:
     executed: int  # model calls the pilot's actor executed (``DecodedShard.forwards_executed``)
     rule: int  # the estimate's rules for the same examples at their own answer lengths
     row_model: str = ""  # the rows' model name (``ModelConfig.row_model``): the key of the estimate's answer lengths
+    wall_s: float = 0.0  # the pilot's decoding as the actor measured it (Σ ``DecodedShard.busy_s``, as a run's decode_s)
+    predicted_s: float = 0.0  # the fit's seconds for the same examples at their lengths, × ``factor`` (0: no fit)
 
     @property
     def factor(self) -> float:
@@ -77,6 +79,18 @@ class Pilot:
     @property
     def factors(self) -> dict[tuple[str, str], float]:
         return {k: f.factor for k, f in self.facts.items()}
+
+    @property
+    def time_factors(self) -> dict[str, float]:
+        """model name → the pilot's measured decoding over what the fit predicts for the same decodes, pooled over
+        the model's benchmarks: what the calibration's synthetic requests miss on this device (1.0 without a fit)."""
+        wall: dict[str, float] = {}
+        predicted: dict[str, float] = {}
+        for f in self.facts.values():
+            if f.predicted_s > 0 and f.wall_s > 0:
+                wall[f.model] = wall.get(f.model, 0.0) + f.wall_s
+                predicted[f.model] = predicted.get(f.model, 0.0) + f.predicted_s
+        return {m: wall[m] / predicted[m] for m in wall}
 
 
 def pilot_path(calibration: str | Path) -> Path:
@@ -108,24 +122,30 @@ def pilot_units(plan: PlanLike, pilot: int = 1) -> dict[tuple[str, str], list[tu
     return out
 
 
-def pilot_key(cfg: ModelConfig, benchmark: str, units: Sequence[Sequence[Shard]], device: str, share: bool) -> str:
+def pilot_key(cfg: ModelConfig, benchmark: str, units: Sequence[Sequence[Shard]], device: str, share: bool,
+              fit: Fit | None = None) -> str:
     """The cache key: model fingerprint | device | dtype | benchmark | a hash of what changes the counts (every
-    unit's cells, the examples and their run order, ``share_work``)."""
+    unit's cells, the examples and their run order, ``share_work``) and of the fit its timing was compared with
+    (another calibration: the pilot flies again)."""
     counts = stable_hash({"units": [[s.cell.identity() for s in u] for u in units],
                           "examples": [[list(s.example_ids), list(s.base_first)] for s in (u[0] for u in units)],
-                          "share_work": share})
+                          "share_work": share, **({"fit": fit.as_dict()} if fit is not None else {})})
     return f"{model_fingerprint(cfg)}|{device}|{cfg.dtype}|{benchmark}|{counts}"
 
 
-def facts_of(plan: PlanLike, units: Sequence[Sequence[Shard]], decoded: Sequence[Sequence[DecodedShard]]) -> PilotFacts:
+def facts_of(plan: PlanLike, units: Sequence[Sequence[Shard]], decoded: Sequence[Sequence[DecodedShard]],
+             fit: Fit | None = None) -> PilotFacts:
     """The facts of one (model, benchmark) from its pilot units and what the actor decoded for them: per example
     of a unit, the forwards executed (every cell's, shared ones once), its base answer length (each distinct base
     run: a unit shares one), and the rules' forwards for that example at that length. Examples that failed are
-    left out of both counts."""
+    left out of both counts. With the model's ``fit``: the actor's measured decoding of the units and the fit's
+    seconds for the same examples (× the forward factor), whose ratio is the model's time factor."""
     executed = rule = 0
+    wall = predicted = 0.0
     answers: list[int] = []
     examples: set[str] = set()
     for unit, shards in zip(units, decoded, strict=True):
+        wall += sum(d.busy_s for d in shards)
         first = unit[0]
         cell, bench = first.cell, first.cell.benchmark.name
         for i, example_id in enumerate(first.example_ids):
@@ -138,19 +158,26 @@ def facts_of(plan: PlanLike, units: Sequence[Sequence[Shard]], decoded: Sequence
                                 modes=[s.cell.verifier_mode for s in unit], share=plan.grid.share_work)
             executed += sum(r.forwards_executed for r in results)
             rule += cost.forwards
+            if fit is not None:
+                predicted += example_cost(cell.model, bench, cell.max_new_tokens, plan.examples[bench][example_id],
+                                          plan.segments[(bench, example_id)], len(unit), DEVICES["cpu"], _ANY_SIZE,
+                                          answer, modes=[s.cell.verifier_mode for s in unit],
+                                          share=plan.grid.share_work, fit=fit).seconds
             answers.append(answer)
             examples.add(example_id)
     model = units[0][0].cell.model
+    factor = executed / rule if rule else 1.0
     return PilotFacts(model.name, units[0][0].cell.benchmark.name, len(examples),
-                      sum(answers) / len(answers) if answers else 0.0, executed, rule, model.row_model)
+                      sum(answers) / len(answers) if answers else 0.0, executed, rule, model.row_model,
+                      wall if fit is not None else 0.0, predicted * factor)
 
 
 def decode_units(cfg: ModelConfig, tasks: Sequence[Sequence[ShardTask]]) -> list[tuple[DecodedShard, ...]]:
-    """Load ``cfg`` on a model actor in this process and decode each unit as the grid's actors do (no spool, no
-    warm-up: nothing is timed)."""
+    """Load ``cfg`` on a model actor in this process and decode each unit as the grid's actors do: its untimed
+    warm-up pair first (as a run's actor, so the units' measured time is as clean as a run's), no spool."""
     from jobs.run.actors import ModelActor
 
-    actor = ModelActor(cfg, warm_up=False)
+    actor = ModelActor(cfg, warm_up=True)
     return [actor.run_unit(tuple(unit)) for unit in tasks]
 
 
@@ -158,7 +185,7 @@ Decode = Callable[[ModelConfig, Sequence[Sequence[ShardTask]]], list[tuple[Decod
 
 
 def run_pilots(plan: Any, path: str | Path, *, pilot: int = 1, device: str = "cpu", processes: int = 1,
-               decode: Decode | None = None) -> Pilot:
+               decode: Decode | None = None, fits: Mapping[str, Fit] | None = None) -> Pilot:
     """The facts of every (model, benchmark) of ``plan``: read from ``path`` where an entry of the same key is
     there, else decoded (``decode``; default :func:`decode_units` in ``processes`` spawned processes, one
     (model, benchmark) each, or one per model with ``processes=1``, as on a GPU; 0: in this process) and written back. A pair whose pilot fails keeps the
@@ -169,7 +196,7 @@ def run_pilots(plan: Any, path: str | Path, *, pilot: int = 1, device: str = "cp
     facts: dict[tuple[str, str], PilotFacts] = {}
     notes: list[str] = []
     for (model, bench), units in pilot_units(plan, pilot).items():
-        key = pilot_key(plan.models[model], bench, units, label, plan.grid.share_work)
+        key = pilot_key(plan.models[model], bench, units, label, plan.grid.share_work, (fits or {}).get(model))
         if key in entries:
             f = PilotFacts(**entries[key]["facts"])
             facts[(f.model, f.benchmark)] = f
@@ -187,7 +214,7 @@ def run_pilots(plan: Any, path: str | Path, *, pilot: int = 1, device: str = "cp
             notes.append(f"pilot of {model} on {bench}: failed here ({type(result).__name__}: {first}); its estimate "
                          f"keeps the assumed answer length and the rules' forwards")
             continue
-        f = facts_of(plan, units, result)
+        f = facts_of(plan, units, result, (fits or {}).get(model))
         if not f.examples:
             notes.append(f"pilot of {model} on {bench}: no example decoded without an error; its estimate keeps the "
                          f"assumed answer length and the rules' forwards")

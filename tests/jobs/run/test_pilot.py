@@ -9,6 +9,7 @@ in this process (``processes=0``), except in the dry-run test, which runs it as 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -149,12 +150,18 @@ def test_the_dry_run_prints_the_pilots_facts_and_cost(tmp_path: Path, monkeypatc
     line = next(ln for ln in text.splitlines() if ln.startswith("pilot scripted-ar-constant on coedit"))
     assert "1 example(s), base answer 7.0 tokens" in line and "= factor 0.71" in line, line  # n = 2: 15 / 21
     assert "pilot: 1 (model, benchmark) pair(s) decoded in" in text
-    # the calibrated decoding: 1 s × the rules' forwards at the pilot's answer length (A, not half the budget) × factor
+    # the time factor: the pilot's measured decoding (its file holds it) over the fit's 1 s × its 15 forwards
+    (facts,) = [e["facts"] for e in json.loads((tmp_path / "calibration.pilot.json").read_text())["entries"].values()]
+    assert facts["predicted_s"] == 15.0 and facts["wall_s"] > 0
+    time_factor = facts["wall_s"] / 15.0
+    assert f"against the fit's 15.0 s for the same decodes: its seconds × {time_factor:.2f} (time factor)" in text
+    # the calibrated decoding: 1 s × the rules' forwards at the pilot's answer length (A, not half the budget)
+    # × the forward factor × the time factor
     plan = plan_grid(grid)
     rules = sum(2 * A + (len(plan.segments[("coedit", e)]) - 1) * A for s in plan.shards[:: 2] for e in s.example_ids)
     table = text.split("calibrated on ")[1].splitlines()  # the calibrated table: model, benchmark, roofline, calibrated
     row = next(ln for ln in table if ln.startswith("scripted-ar-constant  coedit"))
-    assert row.split()[4:6] == duration(rules * 15 / 21).split(), (row, rules)
+    assert row.split()[4:6] == duration(rules * 15 / 21 * time_factor).split(), (row, rules, time_factor)
     cost = next(ln for ln in text.splitlines() if ln.startswith("pilot: costs about"))
     assert "(50% of the calibrated estimate" in cost, cost  # 1 of the pair's 2 examples (one unit kind)
     again, _ = dry_run_report(grid, calibrate=tmp_path / "calibration.json", pilot=0)
@@ -190,3 +197,44 @@ def test_a_gpu_clusters_dry_run_on_a_machine_without_one_skips_the_pilot(tmp_pat
     text, _ = dry_run.dry_run_report(grid, calibrate=tmp_path / "calibration.json")
     assert "pilot: skipped: this machine has no GPU" in text and "run --calibrate on the allocation" in text
     assert not (tmp_path / "calibration.pilot.json").exists()
+
+
+def test_the_time_factor_is_the_pilots_measured_decoding_over_the_fits_seconds_for_it(tmp_path: Path) -> None:
+    """With a fit of 10 ms for every forward, the fit's seconds for the pilot's decodes are 0.01 × the forwards the
+    pilot executed; the time factor is the actor's measured decoding (Σ busy_s, as a run's decode_s) over that,
+    pooled over a model's benchmarks, and it scales that model's seconds in the estimate, not its forwards."""
+    from jobs.run.pilot import decode_units
+
+    plan = _plan(tmp_path, "scripted-ar-constant,scripted-ar-lastsegment", "benchmarks=[coedit,humaneval]")
+    busy: dict[str, float] = {}
+
+    def decode(cfg: Any, units: Any) -> Any:
+        decoded = decode_units(cfg, units)
+        busy[cfg.name] = busy.get(cfg.name, 0.0) + sum(d.busy_s for shards in decoded for d in shards)
+        return decoded
+
+    fit = Fit(0.01, 0.0, 0.0, (), 1)
+    fits = {m: fit for m in plan.models}
+    flown = run_pilots(plan, tmp_path / "timed.pilot.json", processes=0, decode=decode, fits=fits)
+    assert {b for _, b in flown.facts} == {"coedit", "humaneval"}
+    for model in plan.models:
+        facts = [f for f in flown.facts.values() if f.model == model]
+        for f in facts:
+            assert f.predicted_s == pytest.approx(0.01 * f.executed)
+        assert sum(f.wall_s for f in facts) == pytest.approx(busy[model]) and busy[model] > 0
+        assert flown.time_factors[model] == pytest.approx(busy[model] / (0.01 * sum(f.executed for f in facts)))
+    counts = estimate_plan(plan, DEVICES["cpu"], workers=1, answer_lengths=flown.answer_lengths, calibration=fits,
+                           factors=flown.factors)
+    timed = estimate_plan(plan, DEVICES["cpu"], workers=1, answer_lengths=flown.answer_lengths, calibration=fits,
+                          factors=flown.factors, time_factors=flown.time_factors)
+    before = {(x.model, x.benchmark): x for x in counts.lines}
+    for x in timed.lines:
+        assert x.gpu_hours == pytest.approx(before[(x.model, x.benchmark)].gpu_hours * flown.time_factors[x.model])
+        assert x.forwards == before[(x.model, x.benchmark)].forwards
+    # the timing was compared with this fit: another fit flies the pilot again; the same one reads it back
+    again = run_pilots(plan, tmp_path / "timed.pilot.json", processes=0, decode=decode, fits=fits)
+    assert all("read from" in n for n in again.notes if n.startswith("pilot of"))
+    other = {m: Fit(0.02, 0.0, 0.0, (), 1) for m in plan.models}
+    refit = run_pilots(plan, tmp_path / "timed.pilot.json", processes=0, decode=decode, fits=other)
+    assert not any("read from" in n for n in refit.notes)
+    assert all(f.predicted_s == pytest.approx(0.02 * f.executed) for f in refit.facts.values())
