@@ -201,11 +201,9 @@ def pilot_lines(flown: Pilot, cal: Estimate, answers: dict[tuple[str, str], floa
         used = " (earlier rows' answer length used instead)" if (f.row_model, f.benchmark) in answers else ""
         out.append(f"pilot {f.model} on {f.benchmark}: {f.examples} example(s), base answer {f.answer_tokens:.1f} tokens"
                    f"{used}; forwards executed {f.executed:,} / the rules' {f.rule:,} = factor {f.factor:.2f}")
-    for model, factor in flown.time_factors.items():
-        wall = sum(f.wall_s for f in flown.facts.values() if f.model == model)
-        fitted = sum(f.predicted_s for f in flown.facts.values() if f.model == model)
+    for model, (wall, fitted) in flown.timing.items():
         out.append(f"pilot {model}: decoded in {wall:.1f} s against the fit's {fitted:.1f} s for the same decodes: "
-                   f"its seconds × {factor:.2f} (time factor)")
+                   f"its seconds × {wall / fitted:.2f} (time factor)")
     total = cal.gpu_hours
     out.append(f"pilot: costs about {duration(cost * 3600)} of decoding here ({cost / total if total else 0:.0%} of the "
                f"calibrated estimate; on a small grid it is a large share of it)")

@@ -81,16 +81,21 @@ class Pilot:
         return {k: f.factor for k, f in self.facts.items()}
 
     @property
+    def timing(self) -> dict[str, tuple[float, float]]:
+        """model name → (the pilot's measured decoding, the fit's seconds for the same decodes), summed over the
+        model's benchmarks; only pairs timed against a fit."""
+        out: dict[str, tuple[float, float]] = {}
+        for f in self.facts.values():
+            if f.predicted_s > 0 and f.wall_s > 0:
+                wall, predicted = out.get(f.model, (0.0, 0.0))
+                out[f.model] = (wall + f.wall_s, predicted + f.predicted_s)
+        return out
+
+    @property
     def time_factors(self) -> dict[str, float]:
         """model name → the pilot's measured decoding over what the fit predicts for the same decodes, pooled over
         the model's benchmarks: what the calibration's synthetic requests miss on this device (1.0 without a fit)."""
-        wall: dict[str, float] = {}
-        predicted: dict[str, float] = {}
-        for f in self.facts.values():
-            if f.predicted_s > 0 and f.wall_s > 0:
-                wall[f.model] = wall.get(f.model, 0.0) + f.wall_s
-                predicted[f.model] = predicted.get(f.model, 0.0) + f.predicted_s
-        return {m: wall[m] / predicted[m] for m in wall}
+        return {m: wall / predicted for m, (wall, predicted) in self.timing.items()}
 
 
 def pilot_path(calibration: str | Path) -> Path:
@@ -155,14 +160,10 @@ def facts_of(plan: PlanLike, units: Sequence[Sequence[Shard]], decoded: Sequence
             answer = len(results[0].outcome.base.token_ids)  # type: ignore[union-attr]
             cost = example_cost(cell.model, bench, cell.max_new_tokens, plan.examples[bench][example_id],
                                 plan.segments[(bench, example_id)], len(unit), DEVICES["cpu"], _ANY_SIZE, answer,
-                                modes=[s.cell.verifier_mode for s in unit], share=plan.grid.share_work)
+                                modes=[s.cell.verifier_mode for s in unit], share=plan.grid.share_work, fit=fit)
             executed += sum(r.forwards_executed for r in results)
-            rule += cost.forwards
-            if fit is not None:
-                predicted += example_cost(cell.model, bench, cell.max_new_tokens, plan.examples[bench][example_id],
-                                          plan.segments[(bench, example_id)], len(unit), DEVICES["cpu"], _ANY_SIZE,
-                                          answer, modes=[s.cell.verifier_mode for s in unit],
-                                          share=plan.grid.share_work, fit=fit).seconds
+            rule += cost.forwards  # the rules' count: the same with or without a fit
+            predicted += cost.seconds if fit is not None else 0.0
             answers.append(answer)
             examples.add(example_id)
     model = units[0][0].cell.model
