@@ -12,7 +12,7 @@ on Slurm ``SLURM_CPUS_PER_TASK``, ``SLURM_GPUS_ON_NODE`` / ``CUDA_VISIBLE_DEVICE
 otherwise sees the whole node (ray #13607).
 A one-node job uses 127.0.0.1 with the loopback settings of :mod:`jobs.run.local_ray`; a multi-node job
 listens on each node's own address: the address its node name (``TaskEnv.node_name``, Slurm's ``SLURMD_NODENAME``) resolves to,
-and workers check that the head's published address is that of the allocation's first node. All ports are picked free, so several jobs (or other people's
+and workers check that the head's published address is that of the allocation's first node. All ports are picked free (outside the ephemeral range: :func:`free_ports`), so several jobs (or other people's
 Ray) can share a node. The Ray processes ignore SIGUSR2: Slurm signals every process of the step
 on preemption, and only the driver must act on it (checkpoint and requeue).
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -89,23 +90,56 @@ def allocation_from_env(folder: Path, ray_cfg: RayConfig, task: TaskEnv) -> Allo
 
 
 def free_ports(host: str, n: int, taken: Collection[int] = ()) -> list[int]:
-    """``n`` distinct free ports, none in ``taken``. The sockets stay bound until all are chosen: ports asked
-    for one at a time can repeat (the kernel may hand a just-closed port out again), and ``ray start`` then
-    refuses two components on one port (seen in CI: the metrics exporter and the agent's gRPC port)."""
+    """``n`` distinct free ports, none in ``taken``, from below the kernel's ephemeral range.
+
+    The sockets stay bound until all are chosen: ports asked for one at a time can repeat (the kernel may hand a
+    just-closed port out again), and ``ray start`` then refuses two components on one port (seen in CI: the
+    metrics exporter and the agent's gRPC port). And they come from :func:`listen_range`, not from the kernel's
+    ephemeral range: a port of that range is free when chosen, but any outgoing connection may take it as its
+    local port before the agent binds, seconds later under load (seen in CI: a worker node's runtime-env agent
+    got "Address already in use" and its raylet exited with it)."""
+    low, high = listen_range()
+    candidates = random.Random(f"{os.getpid()}-{time.time_ns()}").sample(range(low, high), high - low)
     sockets: list[socket.socket] = []
     ports: list[int] = []
     try:
-        while len(ports) < n:
+        for candidate in candidates:
+            if len(ports) == n:
+                break
+            if candidate in taken:
+                continue
             s = socket.socket()
+            try:
+                s.bind((host, candidate))
+            except OSError:  # someone listens there
+                s.close()
+                continue
             sockets.append(s)
-            s.bind((host, 0))
             port = int(s.getsockname()[1])
             if port not in taken and port not in ports:
                 ports.append(port)
     finally:
         for s in sockets:
             s.close()
+    if len(ports) < n:
+        raise RayBootstrapError(f"only {len(ports)} of {n} free ports in {low}-{high - 1} on {host}, outside the "
+                                f"kernel's ephemeral range: narrow net.ipv4.ip_local_port_range, or free ports there")
     return ports
+
+
+LISTEN_LOW = 20000  # above Ray's own worker ports (10002-19999 by default) and its fixed ones (6379, 8265, 10001)
+
+
+def listen_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int]:
+    """Ports to listen on, [low, high): the wider of the two stretches outside the kernel's ephemeral range (which
+    outgoing connections draw their local ports from; Linux's default 32768-60999, read from ``path``), below it
+    from :data:`LISTEN_LOW` or above it."""
+    try:
+        eph_low, eph_high = (int(x) for x in Path(path).read_text().split()[:2])
+    except (OSError, ValueError):
+        eph_low, eph_high = 32768, 60999
+    below, above = (LISTEN_LOW, max(LISTEN_LOW, eph_low)), (min(eph_high + 1, 65536), 65536)
+    return below if below[1] - below[0] >= above[1] - above[0] else above
 
 
 def node_ip(alloc: Allocation) -> str:

@@ -48,9 +48,41 @@ def test_free_ports_are_distinct_and_avoid_the_taken_ones(monkeypatch: pytest.Mo
     assert ports == [41000, 41001, 41003, 41004]  # the repeats and the taken port skipped, in order
 
 
-def test_a_real_kernel_gives_distinct_ports() -> None:
+def test_a_real_kernel_gives_distinct_ports_outside_its_ephemeral_range() -> None:
     ports = ray_cluster.free_ports("127.0.0.1", 6)
-    assert len(set(ports)) == 6 and all(p > 0 for p in ports)
+    low, high = ray_cluster.listen_range()
+    assert len(set(ports)) == 6 and all(low <= p < high for p in ports)
+    eph_low, eph_high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    assert not any(eph_low <= p <= eph_high for p in ports)  # no outgoing connection can take them meanwhile
+
+
+@pytest.mark.parametrize(("ephemeral", "expected"), [
+    ("32768\t60999\n", (20000, 32768)),  # Linux's default: below it, above Ray's worker ports
+    ("1024 65000", (65001, 65536)),  # a site that widened it: the stretch above
+    ("40000 65535", (20000, 40000)),
+    ("not a range", (20000, 32768)),  # unreadable: Linux's default assumed
+])
+def test_listen_range_is_the_wider_stretch_outside_the_ephemeral_range(tmp_path: Path, ephemeral: str,
+                                                                       expected: tuple[int, int]) -> None:
+    path = tmp_path / "ip_local_port_range"
+    path.write_text(ephemeral)
+    assert ray_cluster.listen_range(str(path)) == expected
+
+
+def test_a_listening_port_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", ray_cluster.free_ports("127.0.0.1", 1)[0]))  # outside the ephemeral range: its
+    busy.listen()  # neighbours are free unless someone listens there
+    port = busy.getsockname()[1]
+    try:
+        monkeypatch.setattr(ray_cluster, "listen_range", lambda: (port, port + 3))
+        assert set(ray_cluster.free_ports("127.0.0.1", 2)) <= {port + 1, port + 2}
+        with pytest.raises(ray_cluster.RayBootstrapError, match="only 2 of 3 free ports"):
+            ray_cluster.free_ports("127.0.0.1", 3)
+    finally:
+        busy.close()
 
 
 def test_the_heads_command_line_has_no_port_twice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
