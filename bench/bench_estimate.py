@@ -32,9 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.cluster.dry_run import answer_lengths  # noqa: E402
-from jobs.grid.gpu_hours import estimate_plan, grid_device, workers_on  # noqa: E402
+from jobs.grid.gpu_hours import cores_on, estimate_plan, grid_device, workers_on  # noqa: E402
 from jobs.grid.plan import plan_grid  # noqa: E402
-from jobs.run.pilot import pilot_path, run_pilots  # noqa: E402
+from jobs.run.pilot import pilot_path, run_examples, run_pilots  # noqa: E402
 from streamgen.config import GridConfig, cluster_config, grid_config, load  # noqa: E402
 from streamgen.sizing.calibration import Fit, calibrate_models, load_cache  # noqa: E402
 
@@ -50,11 +50,12 @@ class BenchConfig:
 def predicted_s(grid: GridConfig, rows_from: Path | None, calibration: Mapping[str, Fit] | None = None,
                 answers: Mapping[tuple[str, str], float] | None = None,
                 factors: Mapping[tuple[str, str], float] | None = None,
-                time_factors: Mapping[str, float] | None = None) -> float:
+                time_factors: Mapping[str, float] | None = None, company_s: float = 0.0) -> float:
     cluster = cluster_config(grid.cluster)
     lengths = answer_lengths(rows_from) if rows_from is not None else dict(answers or {})
     est = estimate_plan(plan_grid(grid), grid_device(grid, cluster), workers=workers_on(grid, cluster),
-                        answer_lengths=lengths, calibration=calibration, factors=factors, time_factors=time_factors)
+                        answer_lengths=lengths, calibration=calibration, factors=factors, time_factors=time_factors,
+                        company_s=company_s, cores=cores_on(cluster), company_processes=grid.score_workers)
     return est.gpu_hours * 3600
 
 
@@ -64,7 +65,8 @@ class Measured:
     roofline_rows: float
     calibrated: float
     calibrated_rows: float
-    calibrated_pilot: float  # the pilot's lengths, forward factors and time factors
+    calibrated_pilot: float  # the pilot's lengths, forward factors and time factors, and the company on a CPU
+    calibrated_pilot_alone: float  # the same without the company (the decoders alone on the cores)
     calibrated_pilot_counts: float  # the pilot's lengths and forward factors only (the fit's seconds as measured)
     pilot_s: float
     decode_s: float
@@ -99,13 +101,20 @@ def measure(name: str, root: Path, overrides: list[str], pilot: int = 1) -> Meas
     for model, factor in flown.time_factors.items():
         print(f"pilot {model}: time factor {factor:.2f}", flush=True)
     counts = predicted_s(grid, None, cal.fits, flown.answer_lengths, flown.factors)
-    with_pilot = predicted_s(grid, None, cal.fits, flown.answer_lengths, flown.factors, flown.time_factors)
+    alone = predicted_s(grid, None, cal.fits, flown.answer_lengths, flown.factors, flown.time_factors)
+    company = flown.company_s(run_examples(plan_grid(grid)), grid.score_workers) if not grid_gpus(grid) else 0.0
+    with_pilot = predicted_s(grid, None, cal.fits, flown.answer_lengths, flown.factors, flown.time_factors, company)
+    print(f"pilot: the run's scoring {company:.1f} CPU-s beside {alone:.1f} s of decoding on "
+          f"{cores_on(cluster_config(grid.cluster))} core(s): decodes × {with_pilot / alone if alone else 1:.2f}", flush=True)
     print(f"{name}: predicted {roof:.1f} s (roofline), {calibrated:.1f} s (calibrated), {with_pilot:.1f} s (calibrated, "
           f"pilot of {pilot_s:.0f} s); running it (load {load_cal:.2f})", flush=True)
     summary = run_grid_on_cluster(grid)
     t = summary.timings  # type: ignore[attr-defined]
+    print(f"{name}: the run decoded in {t.decode_s:.1f} s of wall, {t.decode_cpu_s:.1f} s of its actors' CPU "
+          f"(wall / CPU {t.decode_s / t.decode_cpu_s if t.decode_cpu_s else float('nan'):.2f}); predicted "
+          f"{alone:.1f} s alone, {with_pilot:.1f} s with the company", flush=True)
     return Measured(roof, predicted_s(grid, root / name), calibrated, predicted_s(grid, root / name, cal.fits),
-                    with_pilot, counts, pilot_s, t.decode_s, t.forward_s, summary.wall_s, load_cal, os.getloadavg()[0])  # type: ignore[attr-defined]
+                    with_pilot, alone, counts, pilot_s, t.decode_s, t.forward_s, summary.wall_s, load_cal, os.getloadavg()[0])  # type: ignore[attr-defined]
 
 
 def per_forward_check(results_dir: Path, fits: Mapping[str, Fit]) -> dict[str, tuple[float, float]]:
@@ -155,8 +164,8 @@ def main(argv: list[str]) -> int:
               f"{m.calibrated / d:>8.2f} {m.calibrated_rows / d:>7.2f} {m.load_calibration:>8.2f} {m.load_after:>8.2f}")
     print("\nthe calibration alone, on the run's own decodes (forwards and tokens fed as recorded; rows' wall):")
     for n, per in checks.items():
-        for model, (p, m) in per.items():
-            print(f"{n:<6} {model:<22} predicted {p:>9.1f} s  measured {m:>9.1f} s  ratio {p / m:>5.2f}")
+        for model, (p, actual) in per.items():
+            print(f"{n:<6} {model:<22} predicted {p:>9.1f} s  measured {actual:>9.1f} s  ratio {p / actual:>5.2f}")
     print()
     for n, m in results.items():
         print(ratio_line(n, m))
@@ -167,9 +176,14 @@ def ratio_line(name: str, m: Measured) -> str:
     """The grid's one line: calibrated/measured with the pilot and with the assumed lengths, roofline/measured,
     the pilot's seconds and the load average at calibration and after the run."""
     d = m.decode_s
-    return (f"grid {name}: calibrated/measured = {m.calibrated_pilot / d:.2f} (pilot), {m.calibrated_pilot_counts / d:.2f} "
-            f"(pilot's counts, the fit's seconds), {m.calibrated / d:.2f} (assumed lengths), roofline/measured = {m.roofline / d:.2f}  [measured decode {d:.1f} s; pilot {m.pilot_s:.0f} s; "
+    return (f"grid {name}: calibrated/measured = {m.calibrated_pilot / d:.2f} (pilot), {m.calibrated_pilot_alone / d:.2f} "
+            f"(pilot, no company), {m.calibrated_pilot_counts / d:.2f} (pilot's counts, the fit's seconds), {m.calibrated / d:.2f} (assumed lengths), roofline/measured = {m.roofline / d:.2f}  [measured decode {d:.1f} s; pilot {m.pilot_s:.0f} s; "
             f"load {m.load_calibration:.2f} at calibration, {m.load_after:.2f} after]")
+
+
+def grid_gpus(grid: GridConfig) -> int:
+    cluster = cluster_config(grid.cluster)
+    return cluster.nodes * cluster.gpus_per_node
 
 
 def fits_of(path: Path) -> dict[str, Fit]:

@@ -34,6 +34,7 @@ from jobs.grid.gpu_hours import (
     CHARS_PER_TOKEN,
     TEMPLATE_TOKENS,
     Estimate,
+    cores_on,
     estimate_plan,
     grid_device,
     workers_on,
@@ -166,7 +167,7 @@ def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: 
     the roofline's, per (model, benchmark) and in total. The pilot's answer lengths replace the assumed ones
     (earlier rows, where ``results_dir`` has them, still win), its factors scale the rules' forwards, and its
     measured decoding against the fit's seconds for the same decodes scales each model's seconds (time factor)."""
-    from jobs.run.pilot import pilot_path, run_pilots
+    from jobs.run.pilot import pilot_path, run_examples, run_pilots
     from streamgen.sizing.calibration import calibrate_models
 
     gpus = cluster.nodes * cluster.gpus_per_node
@@ -179,9 +180,13 @@ def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: 
                        processes=min(workers_on(grid, cluster), 1 if gpus else 64),
                        fits=cal.fits) if pilot > 0 and not foreign else None
     lengths = {**(flown.answer_lengths if flown else {}), **answers}
+    # on a CPU the run's scoring shares the cores with its decoders (streamgen.sizing.cpu_share); on a GPU it does not
+    company = flown.company_s(run_examples(plan), grid.score_workers) if flown and not gpus else 0.0
     measured = estimate_plan(plan, est.device, workers=est.workers, answer_lengths=lengths, calibration=cal.fits,
                              factors=flown.factors if flown else None,
-                             time_factors=flown.time_factors if flown else None)
+                             time_factors=flown.time_factors if flown else None,
+                             company_s=company, cores=cores_on(cluster),
+                             company_processes=grid.score_workers)
     why = "skipped: this machine has no GPU (whole decodes of the study's models would take hours here); run " \
           "--calibrate on the allocation" if foreign else "none (--pilot=0)"
     lines = pilot_lines(flown, measured, answers) if flown else [
@@ -204,6 +209,12 @@ def pilot_lines(flown: Pilot, cal: Estimate, answers: dict[tuple[str, str], floa
     for model, (wall, fitted) in flown.timing.items():
         out.append(f"pilot {model}: decoded in {wall:.1f} s against the fit's {fitted:.1f} s for the same decodes: "
                    f"its seconds × {wall / fitted:.2f} (time factor)")
+    if cal.company_s > 0:
+        alone = cal.gpu_hours / cal.cpu_share * 3600
+        out.append(f"pilot: scoring {sum(f.score_cpu_s for f in flown.facts.values()):.1f} CPU-s here, one scorer start "
+                   f"{max(f.scorer_start_s for f in flown.facts.values()):.1f} CPU-s: the run's scoring is about "
+                   f"{cal.company_s:.1f} CPU-s beside {alone:.1f} s of decoding on {cal.cores} core(s) with {cal.workers} "
+                   f"model actor(s): its decodes × {cal.cpu_share:.2f} (the cores shared; docs/estimate.md)")
     total = cal.gpu_hours
     out.append(f"pilot: costs about {duration(cost * 3600)} of decoding here ({cost / total if total else 0:.0%} of the "
                f"calibrated estimate; on a small grid it is a large share of it)")

@@ -35,12 +35,13 @@ from jobs.grid.shards import Shard
 from jobs.grid.units import group_shards
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, ModelConfig, cluster_config
 from streamgen.sizing.calibration import Fit
+from streamgen.sizing.cpu_share import available_cores, shared_decode_seconds
 from streamgen.sizing.devices import DEVICES, Device, device_from_file, forward_seconds
 from streamgen.sizing.forward_counts import Decode, Forwards, decode_rule, total_forwards
 from streamgen.sizing.parameters import ModelSize, model_size
 
 __all__ = ["ANSWER_FRACTION", "CHARS_PER_TOKEN", "Estimate", "ExampleCost", "WarmupLine", "estimate_plan",
-           "example_cost", "grid_device", "model_parameters", "unit_seconds", "warmup_lines", "workers_on"]
+           "cores_on", "example_cost", "grid_device", "model_parameters", "unit_seconds", "warmup_lines", "workers_on"]
 
 CHARS_PER_TOKEN = 4.0  # assumption: English prose and code average about 4 characters per BPE token
 TEMPLATE_TOKENS = 16  # assumption: chat-template tokens around the request
@@ -112,6 +113,9 @@ class Estimate:
     workers: int
     unknown: tuple[str, ...]  # models with no parameter count: not estimated
     warmups: tuple[WarmupLine, ...] = ()
+    cpu_share: float = 1.0  # on a CPU device: decode seconds with the run's company / alone (streamgen.sizing.cpu_share)
+    company_s: float = 0.0  # the company's CPU-seconds that factor priced (0: none)
+    cores: int = 1  # the cores the decoders and the company shared (where company_s > 0)
 
     @property
     def gpu_hours(self) -> float:
@@ -147,6 +151,14 @@ def workers_on(grid: GridConfig, cluster: ClusterConfig) -> int:
     """Model actors the run will have: ``workers``, capped at nodes × GPUs on a GPU cluster (the driver's cap)."""
     gpus = cluster.nodes * cluster.gpus_per_node
     return min(grid.workers, gpus) if gpus > 0 else grid.workers
+
+
+def cores_on(cluster: ClusterConfig) -> int:
+    """CPU cores the run's processes share on a CPU cluster: this machine's for a run started here (``local``,
+    ``debug``), else ``cpus_per_task`` on each of the cluster's nodes."""
+    if cluster.executor in ("local", "debug"):
+        return available_cores()
+    return max(1, cluster.nodes * cluster.cpus_per_task)
 
 
 def prompt_tokens(chars: int) -> int:
@@ -260,7 +272,8 @@ def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
                   kept: Callable[[Any], float] | None = None, share: bool | None = None,
                   forked: bool = False, calibration: Mapping[str, Fit] | None = None,
                   factors: Mapping[tuple[str, str], float] | None = None,
-                  time_factors: Mapping[str, float] | None = None) -> Estimate:
+                  time_factors: Mapping[str, float] | None = None, company_s: float = 0.0,
+                  cores: int = 1, company_processes: int = 1) -> Estimate:
     """The plan's estimate per (model, benchmark) and in total on ``workers`` actors of ``device``.
 
     ``kept``: a cell → the share of each later stream step's draft kept (default nothing: the bound
@@ -270,9 +283,18 @@ def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
     ``calibration``: model name → measured fit (``--calibrate``); those models' seconds are measured ones.
     ``factors``: (model name, benchmark) → forwards executed per forward of the rules, from the pilot
     (``jobs.run.pilot``): every unit's forwards and seconds of that pair are scaled by it. ``time_factors``: model
-    name → the pilot's measured decoding over the fit's seconds for it: that model's seconds are scaled by it."""
+    name → the pilot's measured decoding over the fit's seconds for it: that model's seconds are scaled by it.
+    ``company_s``: on a CPU device, the CPU-seconds of the run's other work beside its decoders (the pilot's
+    scoring, scaled to the run, and the scorers' starts: ``jobs.run.pilot.Pilot.company_s``), sharing ``cores``
+    cores with the ``workers`` decoders, done by ``company_processes`` processes (the scorers): every unit's seconds are scaled by what that sharing costs
+    (``streamgen.sizing.cpu_share``; ``Estimate.cpu_share``). Leave it 0 on a GPU: there it slows no forward."""
     units = _units(plan, device, answer_lengths or {}, kept, share=share, forked=forked, calibration=calibration,
                    factors=factors, time_factors=time_factors)
+    share_factor = 1.0
+    if company_s > 0:
+        alone = sum(v[0] for v in units.values())
+        share_factor = shared_decode_seconds(alone, company_s, workers, cores, company_processes) / alone if alone > 0 else 1.0
+        units = {k: (v[0] * share_factor, *v[1:]) for k, v in units.items()}
     acc: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0.0])
     ids: dict[tuple[str, str], set[str]] = defaultdict(set)
     for seconds, forwards, unit, _ in units.values():
@@ -283,7 +305,8 @@ def estimate_plan(plan: PlanLike, device: Device, *, workers: int,
     lines = tuple(Line(m, b, len(ids[(m, b)]), int(a[0]), int(a[1]), a[2] / 3600, a[3]) for (m, b), a in acc.items())
     unknown = tuple(sorted(name for name, cfg in plan.models.items() if model_size(cfg) is None))
     warm = warmup_lines(plan, device, workers, [v[2] for v in units.values()], calibration) if plan.grid.warm_up else ()
-    return Estimate(device, lines, {k: v[0] for k, v in units.items()}, workers, unknown, warm)
+    return Estimate(device, lines, {k: v[0] for k, v in units.items()}, workers, unknown, warm, share_factor,
+                    max(company_s, 0.0), max(1, cores))
 
 
 def warmup_lines(plan: PlanLike, device: Device, workers: int, units: Sequence[Sequence[Shard]],

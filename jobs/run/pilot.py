@@ -38,7 +38,8 @@ from streamgen.sizing.calibration import Fit, device_label, load_cache, model_fi
 from streamgen.sizing.devices import DEVICES
 from streamgen.sizing.parameters import ModelSize
 
-__all__ = ["PILOT_FORMAT", "Pilot", "PilotFacts", "facts_of", "pilot_key", "pilot_path", "pilot_units", "run_pilots"]
+__all__ = ["PILOT_FORMAT", "Pilot", "PilotFacts", "decode_seconds", "facts_of", "pilot_key", "pilot_path", "pilot_units", "run_examples",
+           "run_pilots", "score_cpu", "scorer_start_cpu"]
 
 PILOT_FORMAT = "streamgen-pilot/1"
 _ANY_SIZE = ModelSize(1, 1, "pilot")  # the rules' forwards do not depend on the size (only their seconds do)
@@ -56,8 +57,10 @@ class PilotFacts:
     executed: int  # model calls the pilot's actor executed (``DecodedShard.forwards_executed``)
     rule: int  # the estimate's rules for the same examples at their own answer lengths
     row_model: str = ""  # the rows' model name (``ModelConfig.row_model``): the key of the estimate's answer lengths
-    wall_s: float = 0.0  # the pilot's decoding as the actor measured it (Σ ``DecodedShard.busy_s``, as a run's decode_s)
+    wall_s: float = 0.0  # the pilot's decoding as the actor measured it (:func:`decode_seconds`: CPU time on a CPU)
     predicted_s: float = 0.0  # the fit's seconds for the same examples at their lengths, × ``factor`` (0: no fit)
+    score_cpu_s: float = 0.0  # CPU-seconds scoring its units as the run's scorer does (the sandbox's included)
+    scorer_start_s: float = 0.0  # CPU-seconds of a fresh interpreter importing what a scorer's Ray worker imports
 
     @property
     def factor(self) -> float:
@@ -91,6 +94,14 @@ class Pilot:
                 out[f.model] = (wall + f.wall_s, predicted + f.predicted_s)
         return out
 
+    def company_s(self, examples: Mapping[tuple[str, str], int], score_workers: int) -> float:
+        """The CPU-seconds of the run's scoring: per (model, benchmark), the pilot's scoring CPU per example × the
+        run's examples of the pair (``run_examples``), plus ``score_workers`` scorer starts. On a CPU device this is
+        the company the decoders share the cores with (``streamgen.sizing.cpu_share``)."""
+        scoring = sum(f.score_cpu_s / f.examples * examples.get((f.model, f.benchmark), 0)
+                      for f in self.facts.values() if f.examples)
+        return scoring + max(1, score_workers) * max((f.scorer_start_s for f in self.facts.values()), default=0.0)
+
     @property
     def time_factors(self) -> dict[str, float]:
         """model name → the pilot's measured decoding over what the fit predicts for the same decodes, pooled over
@@ -102,6 +113,15 @@ def pilot_path(calibration: str | Path) -> Path:
     """The pilot's cache beside the calibration file: ``calibration.json`` → ``calibration.pilot.json``."""
     p = Path(calibration)
     return p.with_name(f"{p.stem}.pilot.json")
+
+
+def run_examples(plan: PlanLike) -> dict[tuple[str, str], int]:
+    """(model name, benchmark) → the run's examples of the pair that are not excluded up front."""
+    seen: dict[tuple[str, str], set[str]] = {}
+    for s in plan.shards:
+        bench = s.cell.benchmark.name
+        seen.setdefault((s.model_name, bench), set()).update(e for e in s.example_ids if not plan.excluded[(bench, e)])
+    return {k: len(v) for k, v in seen.items()}
 
 
 def pilot_units(plan: PlanLike, pilot: int = 1) -> dict[tuple[str, str], list[tuple[Shard, ...]]]:
@@ -150,7 +170,7 @@ def facts_of(plan: PlanLike, units: Sequence[Sequence[Shard]], decoded: Sequence
     answers: list[int] = []
     examples: set[str] = set()
     for unit, shards in zip(units, decoded, strict=True):
-        wall += sum(d.busy_s for d in shards)
+        wall += decode_seconds(shards)
         first = unit[0]
         cell, bench = first.cell, first.cell.benchmark.name
         for i, example_id in enumerate(first.example_ids):
@@ -173,6 +193,15 @@ def facts_of(plan: PlanLike, units: Sequence[Sequence[Shard]], decoded: Sequence
                       wall if fit is not None else 0.0, predicted * factor)
 
 
+def decode_seconds(shards: Sequence[DecodedShard]) -> float:
+    """A decoded unit's time for the time factor: on a GPU its wall (Σ ``busy_s``); on a CPU the actor's CPU time
+    (Σ ``cpu_s``: the unit's, reported with its first shard), which does not depend on what else shares the cores
+    while the pilot flies (its processes load models beside each other's decodes); the run's own sharing is priced
+    apart (``Pilot.company_s``, ``streamgen.sizing.cpu_share``)."""
+    cpu = sum(d.cpu_s for d in shards)
+    return cpu if cpu > 0 and all(d.device == "cpu" for d in shards) else sum(d.busy_s for d in shards)
+
+
 def decode_units(cfg: ModelConfig, tasks: Sequence[Sequence[ShardTask]]) -> list[tuple[DecodedShard, ...]]:
     """Load ``cfg`` on a model actor in this process and decode each unit as the grid's actors do: its untimed
     warm-up pair first (as a run's actor, so the units' measured time is as clean as a run's), no spool."""
@@ -186,7 +215,7 @@ Decode = Callable[[ModelConfig, Sequence[Sequence[ShardTask]]], list[tuple[Decod
 
 
 def run_pilots(plan: Any, path: str | Path, *, pilot: int = 1, device: str = "cpu", processes: int = 1,
-               decode: Decode | None = None, fits: Mapping[str, Fit] | None = None) -> Pilot:
+               decode: Decode | None = None, fits: Mapping[str, Fit] | None = None, score: bool = True) -> Pilot:
     """The facts of every (model, benchmark) of ``plan``: read from ``path`` where an entry of the same key is
     there, else decoded (``decode``; default :func:`decode_units` in ``processes`` spawned processes, one
     (model, benchmark) each, or one per model with ``processes=1``, as on a GPU; 0: in this process) and written back. A pair whose pilot fails keeps the
@@ -208,6 +237,7 @@ def run_pilots(plan: Any, path: str | Path, *, pilot: int = 1, device: str = "cp
     t0 = time.perf_counter()
     done = _decode_all(plan, tasks, decode, processes)
     changed = False
+    started: float | None = None  # a scorer start's CPU-seconds, timed once per flight
     for (model, bench), (key, units) in todo.items():
         result = done[(model, bench)]
         if isinstance(result, BaseException):
@@ -216,6 +246,15 @@ def run_pilots(plan: Any, path: str | Path, *, pilot: int = 1, device: str = "cp
                          f"keeps the assumed answer length and the rules' forwards")
             continue
         f = facts_of(plan, units, result, (fits or {}).get(model))
+        if score and f.examples:
+            try:
+                scored = score_cpu(tasks[(model, bench)], result)
+                started = scorer_start_cpu() if started is None else started
+                f = replace(f, score_cpu_s=scored, scorer_start_s=started)
+            except Exception as exc:  # noqa: BLE001 — one line: the estimate then prices no company for this pair
+                first = (str(exc).strip().splitlines() or [""])[0][:300]
+                notes.append(f"pilot of {model} on {bench}: scoring failed here ({type(exc).__name__}: {first}); "
+                             f"its scoring is left out of the company on a CPU")
         if not f.examples:
             notes.append(f"pilot of {model} on {bench}: no example decoded without an error; its estimate keeps the "
                          f"assumed answer length and the rules' forwards")
@@ -231,6 +270,43 @@ def run_pilots(plan: Any, path: str | Path, *, pilot: int = 1, device: str = "cp
         notes.append(f"pilot: {len(todo)} (model, benchmark) pair(s) decoded in {time.perf_counter() - t0:.1f} s"
                      + (f" ({processes} processes at once)" if decode is None and processes > 1 else ""))
     return Pilot(facts, Path(path), tuple(notes))
+
+
+def _cpu_s() -> float:
+    """CPU-seconds of this process and of its children that have been waited for."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def score_cpu(tasks: Sequence[Sequence[ShardTask]], decoded: Sequence[Sequence[DecodedShard]]) -> float:
+    """CPU-seconds of scoring every unit as the run's scorer does (``jobs.run.rows.score_unit``: each distinct
+    answer once, generated code in the sandbox), in this process: its own and its sandbox children's. The
+    benchmarks are loaded before the clock starts (a scorer's start is :func:`scorer_start_cpu`)."""
+    from jobs.run.rows import score_unit
+    from streamgen.benchmarks import load_benchmark
+
+    for unit in tasks:
+        for t in unit:
+            load_benchmark(t.cell.benchmark)
+    before = _cpu_s()
+    for unit, shards in zip(tasks, decoded, strict=True):
+        score_unit(tuple(unit), tuple(shards))
+    return _cpu_s() - before
+
+
+def scorer_start_cpu() -> float:
+    """CPU-seconds of a fresh interpreter importing what a scorer's Ray worker imports (``ray``,
+    ``jobs.run.rows``): what each scoring worker the run starts costs before it scores."""
+    import os
+    import subprocess
+    import sys
+
+    before = _cpu_s()
+    subprocess.run([sys.executable, "-c", "import ray, jobs.run.rows"], check=True, capture_output=True, timeout=600,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+    return _cpu_s() - before
 
 
 def _decode_all(plan: Any, tasks: Mapping[tuple[str, str], list[list[ShardTask]]], decode: Decode | None,

@@ -146,7 +146,13 @@ def test_the_dry_run_prints_the_pilots_facts_and_cost(tmp_path: Path, monkeypatc
         {m: fit for m in models}, Path(path), "cpu:test", ()))
     grid = grid_config("scripted", ["models=[scripted-ar-constant]", "acceptance=[greedy,threshold]", "taus=[0.5]",
                                     "limit=2", "shard_size=1", "workers=1", f"results_dir={tmp_path / 'results'}"])
+    import jobs.grid.gpu_hours as gpu_hours
+
+    monkeypatch.setattr(gpu_hours, "available_cores", lambda: 2)
     text, _ = dry_run_report(grid, calibrate=tmp_path / "calibration.json")
+    # the company on this CPU: one actor and one scorer on two cores share nothing (× 1.00: the row below holds)
+    share = next(ln for ln in text.splitlines() if "the run's scoring is about" in ln)
+    assert "on 2 core(s) with 1 model actor(s): its decodes × 1.00" in share, share
     line = next(ln for ln in text.splitlines() if ln.startswith("pilot scripted-ar-constant on coedit"))
     assert "1 example(s), base answer 7.0 tokens" in line and "= factor 0.71" in line, line  # n = 2: 15 / 21
     assert "pilot: 1 (model, benchmark) pair(s) decoded in" in text
@@ -175,8 +181,11 @@ def test_one_process_per_model_gives_each_pair_its_own_units(tmp_path: Path) -> 
     plan = plan_grid(grid_config("scripted", ["models=[scripted-ar-constant]", "benchmarks=[coedit,mbpp]",
                                               "acceptance=[greedy,threshold]", "taus=[0.5]", "limit=2", "shard_size=1",
                                               f"results_dir={tmp_path / 'results'}"]))
-    spawned = run_pilots(plan, tmp_path / "one.json", processes=1).facts
-    here = run_pilots(plan, tmp_path / "here.json", processes=0).facts
+    def counts(facts: Any) -> dict[Any, PilotFacts]:  # scoring's CPU-seconds are measured, not counted
+        return {k: dataclasses.replace(f, score_cpu_s=0.0, scorer_start_s=0.0) for k, f in facts.items()}
+
+    spawned = counts(run_pilots(plan, tmp_path / "one.json", processes=1).facts)
+    here = counts(run_pilots(plan, tmp_path / "here.json", processes=0).facts)
     assert spawned == here and len(here) == 2
     assert here[("scripted-ar-constant", "coedit")].rule != here[("scripted-ar-constant", "mbpp")].rule
 
@@ -201,16 +210,22 @@ def test_a_gpu_clusters_dry_run_on_a_machine_without_one_skips_the_pilot(tmp_pat
 
 def test_the_time_factor_is_the_pilots_measured_decoding_over_the_fits_seconds_for_it(tmp_path: Path) -> None:
     """With a fit of 10 ms for every forward, the fit's seconds for the pilot's decodes are 0.01 × the forwards the
-    pilot executed; the time factor is the actor's measured decoding (Σ busy_s, as a run's decode_s) over that,
-    pooled over a model's benchmarks, and it scales that model's seconds in the estimate, not its forwards."""
-    from jobs.run.pilot import decode_units
+    pilot executed; the time factor is the actor's measured decoding over that — on this CPU its CPU time (Σ cpu_s:
+    what the pilot's own processes do beside it does not enter), on a GPU its wall — pooled over a model's
+    benchmarks, and it scales that model's seconds in the estimate, not its forwards."""
+    from jobs.run.pilot import decode_seconds, decode_units
 
     plan = _plan(tmp_path, "scripted-ar-constant,scripted-ar-lastsegment", "benchmarks=[coedit,humaneval]")
     busy: dict[str, float] = {}
 
     def decode(cfg: Any, units: Any) -> Any:
         decoded = decode_units(cfg, units)
-        busy[cfg.name] = busy.get(cfg.name, 0.0) + sum(d.busy_s for shards in decoded for d in shards)
+        for shards in decoded:
+            assert {d.device for d in shards} == {"cpu"} and shards[0].cpu_s > 0
+            assert decode_seconds(shards) == sum(d.cpu_s for d in shards) != sum(d.busy_s for d in shards)
+            on_gpu = [dataclasses.replace(d, device="cuda:H100") for d in shards]
+            assert decode_seconds(on_gpu) == sum(d.busy_s for d in shards)
+        busy[cfg.name] = busy.get(cfg.name, 0.0) + sum(d.cpu_s for shards in decoded for d in shards)
         return decoded
 
     fit = Fit(0.01, 0.0, 0.0, (), 1)
@@ -238,3 +253,47 @@ def test_the_time_factor_is_the_pilots_measured_decoding_over_the_fits_seconds_f
     refit = run_pilots(plan, tmp_path / "timed.pilot.json", processes=0, decode=decode, fits=other)
     assert not any("read from" in n for n in refit.notes)
     assert all(f.predicted_s == pytest.approx(0.02 * f.executed) for f in refit.facts.values())
+
+
+def test_the_company_is_the_scoring_per_example_times_the_runs_examples_and_one_start_per_scorer(
+        ar: tuple[GridPlan, Any, Path]) -> None:
+    """``Pilot.company_s``: per (model, benchmark) the pilot's scoring CPU-seconds per example × the run's examples of
+    the pair, plus ``score_workers`` scorer starts; the estimate on a CPU scales every unit by what sharing the cores
+    with it costs (streamgen/sizing/cpu_share.py), forwards unchanged."""
+    from jobs.run.pilot import Pilot, run_examples
+    from streamgen.sizing.cpu_share import shared_decode_seconds
+
+    plan, flown, _ = ar
+    starts = {f.scorer_start_s for f in flown.facts.values()}
+    assert len(starts) == 1 and starts.pop() > 0  # timed once per flight: a fresh interpreter importing ray
+    assert all(f.score_cpu_s >= 0 for f in flown.facts.values())
+    examples = run_examples(plan)
+    assert examples == {(m, "coedit"): 2 for m in plan.models}  # limit=2, none excluded
+    one = PilotFacts("a", "coedit", 1, 7.0, 10, 10, score_cpu_s=0.3, scorer_start_s=1.5)
+    two = PilotFacts("b", "mbpp", 2, 7.0, 10, 10, score_cpu_s=1.0, scorer_start_s=1.5)
+    pilot = Pilot({("a", "coedit"): one, ("b", "mbpp"): two}, Path("x"), ())
+    assert pilot.company_s({("a", "coedit"): 10, ("b", "mbpp"): 4}, score_workers=2) == pytest.approx(
+        0.3 / 1 * 10 + 1.0 / 2 * 4 + 2 * 1.5)
+    alone = estimate_plan(plan, DEVICES["cpu"], workers=2, answer_lengths=flown.answer_lengths)
+    company = 0.5 * alone.gpu_hours * 3600  # half the decoding again: the cores are shared
+    shared = estimate_plan(plan, DEVICES["cpu"], workers=2, answer_lengths=flown.answer_lengths, company_s=company,
+                           cores=2, company_processes=1)
+    factor = shared_decode_seconds(alone.gpu_hours * 3600, company, 2, 2, 1) / (alone.gpu_hours * 3600)
+    assert factor > 1.1 and shared.cpu_share == pytest.approx(factor) and alone.cpu_share == 1.0
+    before = {(x.model, x.benchmark): x for x in alone.lines}
+    for x in shared.lines:
+        assert x.gpu_hours == pytest.approx(before[(x.model, x.benchmark)].gpu_hours * factor)
+        assert x.forwards == before[(x.model, x.benchmark)].forwards
+
+
+def test_the_scoring_clock_counts_the_sandbox_children() -> None:
+    """score_cpu's clock is this process's CPU and its waited-for children's: a child burning CPU shows in it."""
+    import subprocess
+    import sys
+
+    from jobs.run.pilot import _cpu_s
+
+    before = _cpu_s()
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"],
+                   check=True)
+    assert _cpu_s() - before >= 0.45
