@@ -178,7 +178,7 @@ def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: 
     foreign = est.device.name != "cpu" and device == "cpu"  # a GPU cluster's dry run on a machine without one
     flown = run_pilots(plan, pilot_path(path), pilot=pilot, device=device,
                        processes=min(workers_on(grid, cluster), 1 if gpus else 64),
-                       fits=cal.fits) if pilot > 0 and not foreign else None
+                       fits=cal.fits, score=not gpus) if pilot > 0 and not foreign else None
     lengths = {**(flown.answer_lengths if flown else {}), **answers}
     # on a CPU the run's scoring shares the cores with its decoders (streamgen.sizing.cpu_share); on a GPU it does not
     company = flown.company_s(run_examples(plan), grid.score_workers) if flown and not gpus else 0.0

@@ -227,7 +227,7 @@ def run_pilots(plan: Any, path: str | Path, *, pilot: int = 1, device: str = "cp
     notes: list[str] = []
     for (model, bench), units in pilot_units(plan, pilot).items():
         key = pilot_key(plan.models[model], bench, units, label, plan.grid.share_work, (fits or {}).get(model))
-        if key in entries:
+        if key in entries and (not score or entries[key].get("scored")):  # wanted scored, cached unscored: fly again
             f = PilotFacts(**entries[key]["facts"])
             facts[(f.model, f.benchmark)] = f
             notes.append(f"pilot of {model} on {bench}: read from {path}")
@@ -246,11 +246,12 @@ def run_pilots(plan: Any, path: str | Path, *, pilot: int = 1, device: str = "cp
                          f"keeps the assumed answer length and the rules' forwards")
             continue
         f = facts_of(plan, units, result, (fits or {}).get(model))
+        scored_ok = False
         if score and f.examples:
             try:
                 scored = score_cpu(tasks[(model, bench)], result)
                 started = scorer_start_cpu() if started is None else started
-                f = replace(f, score_cpu_s=scored, scorer_start_s=started)
+                f, scored_ok = replace(f, score_cpu_s=scored, scorer_start_s=started), True
             except Exception as exc:  # noqa: BLE001 — one line: the estimate then prices no company for this pair
                 first = (str(exc).strip().splitlines() or [""])[0][:300]
                 notes.append(f"pilot of {model} on {bench}: scoring failed here ({type(exc).__name__}: {first}); "
@@ -260,7 +261,7 @@ def run_pilots(plan: Any, path: str | Path, *, pilot: int = 1, device: str = "cp
                          f"assumed answer length and the rules' forwards")
             continue
         facts[(f.model, f.benchmark)] = f
-        entries[key] = {"model": model, "benchmark": bench, "device": label, "facts": asdict(f),
+        entries[key] = {"model": model, "benchmark": bench, "device": label, "facts": asdict(f), "scored": scored_ok,
                         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         changed = True
         notes.append(f"pilot of {model} on {bench}: decoded {f.examples} example(s), written to {path}")

@@ -297,3 +297,19 @@ def test_the_scoring_clock_counts_the_sandbox_children() -> None:
     subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"],
                    check=True)
     assert _cpu_s() - before >= 0.45
+
+
+def test_an_unscored_cached_pilot_flies_again_when_its_scoring_is_wanted(ar: tuple[GridPlan, Any, Path]) -> None:
+    """A GPU dry run's pilot does not score (scoring does not slow a GPU); its cache entries say so, and a CPU dry
+    run of the same cells decodes them again rather than price a company of 0 from them."""
+    plan, _, tmp = ar
+    path = tmp / "unscored" / "calibration.pilot.json"
+    unscored = run_pilots(plan, path, processes=0, score=False)
+    assert all(f.score_cpu_s == 0.0 and f.scorer_start_s == 0.0 for f in unscored.facts.values())
+    assert not any(e["scored"] for e in json.loads(path.read_text())["entries"].values())
+    assert all("read from" in n for n in run_pilots(plan, path, processes=0, score=False).notes if n.startswith("pilot of"))
+    scored = run_pilots(plan, path, processes=0)
+    assert not any("read from" in n for n in scored.notes) and all(f.scorer_start_s > 0 for f in scored.facts.values())
+    assert all(e["scored"] for e in json.loads(path.read_text())["entries"].values())
+    again = run_pilots(plan, path, processes=0)
+    assert all("read from" in n for n in again.notes if n.startswith("pilot of")) and again.facts == scored.facts
