@@ -31,8 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.cluster.dry_run import answer_lengths  # noqa: E402
-from jobs.grid.gpu_hours import cores_on, estimate_plan, grid_device, workers_on  # noqa: E402
+from jobs.cluster.dry_run import answer_lengths, run_cores  # noqa: E402
+from jobs.grid.gpu_hours import estimate_plan, grid_device, workers_on  # noqa: E402
 from jobs.grid.plan import plan_grid  # noqa: E402
 from jobs.run.pilot import pilot_path, run_examples, run_pilots  # noqa: E402
 from streamgen.config import GridConfig, cluster_config, grid_config, load  # noqa: E402
@@ -55,7 +55,7 @@ def predicted_s(grid: GridConfig, rows_from: Path | None, calibration: Mapping[s
     lengths = answer_lengths(rows_from) if rows_from is not None else dict(answers or {})
     est = estimate_plan(plan_grid(grid), grid_device(grid, cluster), workers=workers_on(grid, cluster),
                         answer_lengths=lengths, calibration=calibration, factors=factors, time_factors=time_factors,
-                        company_s=company_s, cores=cores_on(cluster), company_processes=grid.score_workers)
+                        company_s=company_s, cores=run_cores(cluster), company_processes=grid.score_workers)
     return est.gpu_hours * 3600
 
 
@@ -105,7 +105,7 @@ def measure(name: str, root: Path, overrides: list[str], pilot: int = 1) -> Meas
     company = flown.company_s(run_examples(plan_grid(grid)), grid.score_workers) if not grid_gpus(grid) else 0.0
     with_pilot = predicted_s(grid, None, cal.fits, flown.answer_lengths, flown.factors, flown.time_factors, company)
     print(f"pilot: the run's scoring {company:.1f} CPU-s beside {alone:.1f} s of decoding on "
-          f"{cores_on(cluster_config(grid.cluster))} core(s): decodes × {with_pilot / alone if alone else 1:.2f}", flush=True)
+          f"{run_cores(cluster_config(grid.cluster))} core(s): decodes × {with_pilot / alone if alone else 1:.2f}", flush=True)
     print(f"{name}: predicted {roof:.1f} s (roofline), {calibrated:.1f} s (calibrated), {with_pilot:.1f} s (calibrated, "
           f"pilot of {pilot_s:.0f} s); running it (load {load_cal:.2f})", flush=True)
     summary = run_grid_on_cluster(grid)

@@ -34,7 +34,6 @@ from jobs.grid.gpu_hours import (
     CHARS_PER_TOKEN,
     TEMPLATE_TOKENS,
     Estimate,
-    cores_on,
     estimate_plan,
     grid_device,
     workers_on,
@@ -185,13 +184,22 @@ def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: 
     measured = estimate_plan(plan, est.device, workers=est.workers, answer_lengths=lengths, calibration=cal.fits,
                              factors=flown.factors if flown else None,
                              time_factors=flown.time_factors if flown else None,
-                             company_s=company, cores=cores_on(cluster),
+                             company_s=company, cores=run_cores(cluster),
                              company_processes=grid.score_workers)
     why = "skipped: this machine has no GPU (whole decodes of the study's models would take hours here); run " \
           "--calibrate on the allocation" if foreign else "none (--pilot=0)"
     lines = pilot_lines(flown, measured, answers) if flown else [
         f"pilot: {why}: the calibrated estimate keeps the assumed answer lengths and the rules' forwards"]
     return render_calibrated(est, measured, cal.device, path, (*cal.notes, *lines), foreign=foreign)
+
+
+def run_cores(cluster: ClusterConfig) -> int:
+    """CPU cores the run's processes share on a CPU cluster: this machine's (its CPU affinity) where the kind runs
+    the work in this process (``runs_here``: ``local``), else ``cpus_per_task`` on each of the cluster's nodes."""
+    from jobs.cluster.kinds import cluster_kind
+    from streamgen.sizing.cpu_share import available_cores
+
+    return available_cores() if cluster_kind(cluster).runs_here else max(1, cluster.nodes * cluster.cpus_per_task)
 
 
 def pilot_lines(flown: Pilot, cal: Estimate, answers: dict[tuple[str, str], float]) -> list[str]:

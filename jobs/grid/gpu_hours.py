@@ -35,13 +35,13 @@ from jobs.grid.shards import Shard
 from jobs.grid.units import group_shards
 from streamgen.config import ClusterConfig, ConfigError, GridConfig, ModelConfig, cluster_config
 from streamgen.sizing.calibration import Fit
-from streamgen.sizing.cpu_share import available_cores, shared_decode_seconds
+from streamgen.sizing.cpu_share import shared_decode_seconds
 from streamgen.sizing.devices import DEVICES, Device, device_from_file, forward_seconds
 from streamgen.sizing.forward_counts import Decode, Forwards, decode_rule, total_forwards
 from streamgen.sizing.parameters import ModelSize, model_size
 
 __all__ = ["ANSWER_FRACTION", "CHARS_PER_TOKEN", "Estimate", "ExampleCost", "WarmupLine", "estimate_plan",
-           "cores_on", "example_cost", "grid_device", "model_parameters", "unit_seconds", "warmup_lines", "workers_on"]
+           "example_cost", "grid_device", "model_parameters", "unit_seconds", "warmup_lines", "workers_on"]
 
 CHARS_PER_TOKEN = 4.0  # assumption: English prose and code average about 4 characters per BPE token
 TEMPLATE_TOKENS = 16  # assumption: chat-template tokens around the request
@@ -151,14 +151,6 @@ def workers_on(grid: GridConfig, cluster: ClusterConfig) -> int:
     """Model actors the run will have: ``workers``, capped at nodes × GPUs on a GPU cluster (the driver's cap)."""
     gpus = cluster.nodes * cluster.gpus_per_node
     return min(grid.workers, gpus) if gpus > 0 else grid.workers
-
-
-def cores_on(cluster: ClusterConfig) -> int:
-    """CPU cores the run's processes share on a CPU cluster: this machine's for a run started here (``local``,
-    ``debug``), else ``cpus_per_task`` on each of the cluster's nodes."""
-    if cluster.executor in ("local", "debug"):
-        return available_cores()
-    return max(1, cluster.nodes * cluster.cpus_per_task)
 
 
 def prompt_tokens(chars: int) -> int:

@@ -146,9 +146,9 @@ def test_the_dry_run_prints_the_pilots_facts_and_cost(tmp_path: Path, monkeypatc
         {m: fit for m in models}, Path(path), "cpu:test", ()))
     grid = grid_config("scripted", ["models=[scripted-ar-constant]", "acceptance=[greedy,threshold]", "taus=[0.5]",
                                     "limit=2", "shard_size=1", "workers=1", f"results_dir={tmp_path / 'results'}"])
-    import jobs.grid.gpu_hours as gpu_hours
+    import streamgen.sizing.cpu_share as cpu_share
 
-    monkeypatch.setattr(gpu_hours, "available_cores", lambda: 2)
+    monkeypatch.setattr(cpu_share, "available_cores", lambda: 2)
     text, _ = dry_run_report(grid, calibrate=tmp_path / "calibration.json")
     # the company on this CPU: one actor and one scorer on two cores share nothing (× 1.00: the row below holds)
     share = next(ln for ln in text.splitlines() if "the run's scoring is about" in ln)
