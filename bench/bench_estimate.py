@@ -31,10 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.cluster.dry_run import answer_lengths, run_cores  # noqa: E402
+from jobs.cluster.dry_run import answer_lengths, run_company, run_cores  # noqa: E402
 from jobs.grid.gpu_hours import estimate_plan, grid_device, workers_on  # noqa: E402
 from jobs.grid.plan import plan_grid  # noqa: E402
-from jobs.run.pilot import pilot_path, run_examples, run_pilots  # noqa: E402
+from jobs.run.pilot import pilot_path, run_pilots  # noqa: E402
 from streamgen.config import GridConfig, cluster_config, grid_config, load  # noqa: E402
 from streamgen.sizing.calibration import Fit, calibrate_models, load_cache  # noqa: E402
 
@@ -102,7 +102,7 @@ def measure(name: str, root: Path, overrides: list[str], pilot: int = 1) -> Meas
         print(f"pilot {model}: time factor {factor:.2f}", flush=True)
     counts = predicted_s(grid, None, cal.fits, flown.answer_lengths, flown.factors)
     alone = predicted_s(grid, None, cal.fits, flown.answer_lengths, flown.factors, flown.time_factors)
-    company = flown.company_s(run_examples(plan_grid(grid)), grid.score_workers) if not grid_gpus(grid) else 0.0
+    company = run_company(flown, plan_grid(grid), grid, cluster_config(grid.cluster))
     with_pilot = predicted_s(grid, None, cal.fits, flown.answer_lengths, flown.factors, flown.time_factors, company)
     print(f"pilot: the run's scoring {company:.1f} CPU-s beside {alone:.1f} s of decoding on "
           f"{run_cores(cluster_config(grid.cluster))} core(s): decodes × {with_pilot / alone if alone else 1:.2f}", flush=True)
@@ -179,11 +179,6 @@ def ratio_line(name: str, m: Measured) -> str:
     return (f"grid {name}: calibrated/measured = {m.calibrated_pilot / d:.2f} (pilot), {m.calibrated_pilot_alone / d:.2f} "
             f"(pilot, no company), {m.calibrated_pilot_counts / d:.2f} (pilot's counts, the fit's seconds), {m.calibrated / d:.2f} (assumed lengths), roofline/measured = {m.roofline / d:.2f}  [measured decode {d:.1f} s; pilot {m.pilot_s:.0f} s; "
             f"load {m.load_calibration:.2f} at calibration, {m.load_after:.2f} after]")
-
-
-def grid_gpus(grid: GridConfig) -> int:
-    cluster = cluster_config(grid.cluster)
-    return cluster.nodes * cluster.gpus_per_node
 
 
 def fits_of(path: Path) -> dict[str, Fit]:

@@ -166,7 +166,7 @@ def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: 
     the roofline's, per (model, benchmark) and in total. The pilot's answer lengths replace the assumed ones
     (earlier rows, where ``results_dir`` has them, still win), its factors scale the rules' forwards, and its
     measured decoding against the fit's seconds for the same decodes scales each model's seconds (time factor)."""
-    from jobs.run.pilot import pilot_path, run_examples, run_pilots
+    from jobs.run.pilot import pilot_path, run_pilots
     from streamgen.sizing.calibration import calibrate_models
 
     gpus = cluster.nodes * cluster.gpus_per_node
@@ -179,8 +179,7 @@ def calibrated_report(plan: GridPlan, est: Estimate, grid: GridConfig, cluster: 
                        processes=min(workers_on(grid, cluster), 1 if gpus else 64),
                        fits=cal.fits, score=not gpus) if pilot > 0 and not foreign else None
     lengths = {**(flown.answer_lengths if flown else {}), **answers}
-    # on a CPU the run's scoring shares the cores with its decoders (streamgen.sizing.cpu_share); on a GPU it does not
-    company = flown.company_s(run_examples(plan), grid.score_workers) if flown and not gpus else 0.0
+    company = run_company(flown, plan, grid, cluster) if flown else 0.0
     measured = estimate_plan(plan, est.device, workers=est.workers, answer_lengths=lengths, calibration=cal.fits,
                              factors=flown.factors if flown else None,
                              time_factors=flown.time_factors if flown else None,
@@ -200,6 +199,15 @@ def run_cores(cluster: ClusterConfig) -> int:
     from streamgen.sizing.cpu_share import available_cores
 
     return available_cores() if cluster_kind(cluster).runs_here else max(1, cluster.nodes * cluster.cpus_per_task)
+
+
+def run_company(flown: Pilot, plan: GridPlan, grid: GridConfig, cluster: ClusterConfig) -> float:
+    """The CPU-seconds of the run's scoring beside its decoders (``Pilot.company_s``) on a CPU cluster, where they
+    share the cores (``streamgen.sizing.cpu_share``); 0 on a GPU cluster, where the scorers slow no forward."""
+    from jobs.run.pilot import run_examples
+
+    gpus = cluster.nodes * cluster.gpus_per_node
+    return 0.0 if gpus else flown.company_s(run_examples(plan), grid.score_workers)
 
 
 def pilot_lines(flown: Pilot, cal: Estimate, answers: dict[tuple[str, str], float]) -> list[str]:
